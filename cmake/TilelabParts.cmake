@@ -1,0 +1,73 @@
+# Parts of the assignment as build targets.
+#
+# The list of parts, their files, launchers and signatures comes from
+# assignment.yaml, exported at configure time by tilelab.build_export (a
+# Python module that needs only PyYAML). Editing assignment.yaml re-runs it.
+
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+
+set(TILELAB_ASSIGNMENT "${PROJECT_SOURCE_DIR}/assignment.yaml" CACHE FILEPATH "The assignment description")
+set(TILELAB_ASSIGNMENT_JSON "${PROJECT_BINARY_DIR}/assignment.json")
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" -E env "PYTHONPATH=${PROJECT_SOURCE_DIR}/grader"
+          "${Python3_EXECUTABLE}" -m tilelab.build_export "${TILELAB_ASSIGNMENT}"
+          --cmake "${PROJECT_BINARY_DIR}/tilelab_parts.cmake" --json "${TILELAB_ASSIGNMENT_JSON}"
+  RESULT_VARIABLE _tilelab_export_rc
+  ERROR_VARIABLE _tilelab_export_err)
+if(NOT _tilelab_export_rc EQUAL 0)
+  message(FATAL_ERROR "tilelab: cannot read ${TILELAB_ASSIGNMENT}:\n${_tilelab_export_err}\n"
+                      "(the build needs Python 3 with PyYAML: python3 -m pip install pyyaml)")
+endif()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             "${TILELAB_ASSIGNMENT}" "${PROJECT_SOURCE_DIR}/grader/tilelab/assignment.py"
+             "${PROJECT_SOURCE_DIR}/grader/tilelab/build_export.py")
+include("${PROJECT_BINARY_DIR}/tilelab_parts.cmake")
+
+# tilelab_add_part(<set> <part> <source> <launcher> <signature> [EXPECT <status>] [NO_TEST])
+#
+# Adds the harness executable <set>_<part> (written to build/<set>/<part>)
+# built from the part's source file, and its GPU test: the part's public and
+# hidden cases run through the harness, expecting the given harness status
+# ("pass": every case right; "not_implemented": the starter's TODO stubs).
+function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
+  cmake_parse_arguments(ARG "NO_TEST" "EXPECT" "" ${ARGN})
+  set(target ${SET}_${PART})
+  string(TOUPPER "${SIGNATURE}" signature_upper)
+  add_executable(${target} "${PROJECT_SOURCE_DIR}/grader/harness/part_main.cu" "${SOURCE}")
+  target_compile_definitions(${target} PRIVATE
+    TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
+  target_link_libraries(${target} PRIVATE tilelab_harness)
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME ${PART}
+    RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/${SET}")
+  if(TILELAB_BUILD_TESTS AND NOT ARG_NO_TEST)
+    add_test(NAME gpu.${SET}.${PART}
+             COMMAND tilelab_part_tests --part ${PART} --harness $<TARGET_FILE:${target}>
+                     --expect ${ARG_EXPECT} --assignment "${TILELAB_ASSIGNMENT_JSON}")
+    # GoogleTest prints [  SKIPPED ] when no GPU is present; CTest must count that as skipped.
+    set_tests_properties(gpu.${SET}.${PART} PROPERTIES
+      LABELS gpu
+      SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  endif()
+endfunction()
+
+# tilelab_add_part_set(<set> <dir> EXPECT <status> [REQUIRED])
+#
+# One target per part of assignment.yaml whose file exists in <dir>. With
+# REQUIRED a missing file stops the configuration; otherwise (a submission)
+# the part is reported missing and skipped, and the grader scores it as such.
+function(tilelab_add_part_set SET DIR)
+  cmake_parse_arguments(ARG "REQUIRED" "EXPECT" "" ${ARGN})
+  foreach(part IN LISTS TILELAB_PARTS)
+    set(source "${DIR}/${TILELAB_PART_${part}_FILE}")
+    if(NOT EXISTS "${source}")
+      if(ARG_REQUIRED)
+        message(FATAL_ERROR "tilelab: ${source} is missing")
+      endif()
+      message(STATUS "tilelab: ${SET}: no ${TILELAB_PART_${part}_FILE}; part ${part} not built")
+      continue()
+    endif()
+    tilelab_add_part(${SET} ${part} "${source}" ${TILELAB_PART_${part}_LAUNCHER}
+                     ${TILELAB_PART_${part}_SIGNATURE} EXPECT ${ARG_EXPECT})
+  endforeach()
+endfunction()

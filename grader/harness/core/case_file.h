@@ -1,0 +1,101 @@
+// The case file: what the grader asks one harness run to do.
+//
+// The grader (trusted) writes it; the harness (untrusted, it links a student's
+// part file) reads it; the verifier (trusted) reads it again to know what the
+// right answers are. Paths in it are absolute or relative to the case file.
+//
+//   {
+//     "version": 1,
+//     "part": "tiled",                        // must match the harness binary
+//     "result": "result.json",                // where the harness writes its JSON
+//     "record_launches": true,                // CUPTI on (off under a sanitizer)
+//     "poison_bits": 2143289344,              // optional: fills P before each call
+//     "guard_bits": 2143260589,               // optional: fills the guard regions
+//     "guard_elements": 4096,                 // optional: floats on each side of P
+//     "cases": [
+//       { "name": "w17", "j": 17, "k": 17, "l": 17,
+//         "inputs": {"seed": 7, "distribution": "uniform"},   // or {"M": path, "N": path}
+//         "output": "w17.P.f32",              // optional: raw float32, j*l values
+//         "tolerance": {"sqrt_k_factor": 16}, // read by the verifier only
+//         "props": {"sharedMemPerBlock": 2048, "maxThreadsPerBlock": 256},  // optional
+//         "timing": {"seed": 99, "repetitions": 10, "warmup_calls": 2, "warmup_ms": 100,
+//                    "input_sets": 3, "samples": 64, "flush_l2": true} }  // optional
+//     ]
+//   }
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "generator.h"
+
+namespace tilelab {
+
+class CaseFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct InputSpec {
+  // Either two raw float32 files (row-major, j*k and k*l values) or a seed.
+  bool from_files = false;
+  std::filesystem::path m_path;
+  std::filesystem::path n_path;
+  uint64_t seed = 0;
+  Distribution distribution = Distribution::kUniform;
+};
+
+struct Tolerance {
+  // Allowed error per element: sqrt_k_factor * sqrt(k) * 2^-24 * (|M||N|)_ij.
+  double sqrt_k_factor = 16.0;
+};
+
+struct PropOverrides {
+  std::optional<uint64_t> shared_mem_per_block;  // bytes
+  bool shared_mem_per_block_optin = false;       // "optin": use the device's opt-in maximum
+  std::optional<int> max_threads_per_block;
+  bool any() const { return shared_mem_per_block || shared_mem_per_block_optin || max_threads_per_block; }
+};
+
+struct TimingSpec {
+  uint64_t seed = 0;         // inputs of timed call c come from derive_seed(seed, c)
+  int repetitions = 10;      // timed calls
+  int warmup_calls = 2;      // at least this many untimed calls...
+  double warmup_ms = 100.0;  // ...and at least this long, so clocks are up
+  int input_sets = 3;        // input buffers rotated between calls
+  int samples = 64;          // output elements read back after each timed call
+  bool flush_l2 = true;
+};
+
+struct CaseSpec {
+  std::string name;
+  int j = 0, k = 0, l = 0;
+  InputSpec inputs;
+  std::filesystem::path output;  // empty: P is not written to a file
+  Tolerance tolerance;
+  PropOverrides props;
+  std::optional<TimingSpec> timing;
+};
+
+struct CaseFile {
+  std::filesystem::path path;  // the file itself, for messages
+  std::string part;
+  std::filesystem::path result;
+  bool record_launches = true;
+  uint32_t poison_bits = 0x7FC0DEADu;  // a quiet NaN no kernel computes from finite inputs
+  uint32_t guard_bits = 0x7FBADBADu;   // a different NaN, so guard and poison never mix
+  int guard_elements = 4096;
+  std::vector<CaseSpec> cases;
+};
+
+// Throws CaseFileError naming the offending field ("cases[2].j: ...").
+CaseFile parse_case_file(const nlohmann::json& doc, const std::filesystem::path& base_dir);
+CaseFile load_case_file(const std::filesystem::path& path);
+nlohmann::json case_file_to_json(const CaseFile& file);
+
+}  // namespace tilelab

@@ -1,0 +1,290 @@
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "case_file.h"
+#include "device_ops.h"
+#include "guard.h"
+#include "harness.h"
+#include "invoke.h"
+#include "json_io.h"
+#include "launch_recorder.h"
+#include "process_guard.h"
+#include "reference.h"
+#include "tilelab/part.h"
+#include "timing.h"
+
+namespace tilelab {
+
+using nlohmann::json;
+
+const char* signature_name(Signature s) {
+  switch (s) {
+    case Signature::kSquare: return "square";
+    case Signature::kRectangular: return "rectangular";
+    case Signature::kRectangularProps: return "rectangular_props";
+  }
+  return "square";
+}
+
+namespace {
+
+// The device facts a grader needs: name, compute capability, limits, caches.
+json device_json(const cudaDeviceProp& p) {
+  return {{"name", p.name},
+          {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
+          {"multiprocessors", p.multiProcessorCount},
+          {"sharedMemPerBlock", p.sharedMemPerBlock},
+          {"sharedMemPerBlockOptin", p.sharedMemPerBlockOptin},
+          {"sharedMemPerMultiprocessor", p.sharedMemPerMultiprocessor},
+          {"maxThreadsPerBlock", p.maxThreadsPerBlock},
+          {"maxThreadsPerMultiProcessor", p.maxThreadsPerMultiProcessor},
+          {"regsPerBlock", p.regsPerBlock},
+          {"l2CacheSize", p.l2CacheSize},
+          {"memoryBusWidth", p.memoryBusWidth},
+          {"totalGlobalMem", p.totalGlobalMem}};
+}
+
+[[noreturn]] void fail(ExitCode code, const std::string& message) {
+  std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", message.c_str(), to_int(code), exit_code_info(code).name);
+  end_process(code);
+}
+
+// The result document, rewritten after every case: if the process dies in
+// case i, the file still holds cases 0..i-1 and names case i as current.
+class ResultWriter {
+ public:
+  ResultWriter(std::filesystem::path path, json doc) : path_(std::move(path)), doc_(std::move(doc)) {}
+
+  json& doc() { return doc_; }
+  void write() {
+    try {
+      write_json_file(path_, doc_);
+    } catch (const IoError& e) {
+      fail(ExitCode::kIoError, std::string("cannot write the result file: ") + e.what());
+    }
+  }
+
+ private:
+  std::filesystem::path path_;
+  json doc_;
+};
+
+// Checks, before any case runs, that every case fits this part's launcher.
+void validate_cases(const CaseFile& file, const PartBinding& part) {
+  if (file.part != part.part_id) {
+    fail(ExitCode::kBadCaseFile,
+         "the case file is for part \"" + file.part + "\" but this harness runs part \"" + part.part_id + "\"");
+  }
+  for (const CaseSpec& c : file.cases) {
+    const std::string where = "case \"" + c.name + "\": ";
+    if (part.signature == Signature::kSquare && !(c.j == c.k && c.k == c.l)) {
+      fail(ExitCode::kBadCaseFile, where + part.launcher + " takes one Width, so j, k and l must be equal");
+    }
+    if (c.props.any() && part.signature != Signature::kRectangularProps) {
+      fail(ExitCode::kBadCaseFile, where + "gives device properties, but " + part.launcher + " takes none");
+    }
+  }
+}
+
+// Checks that property overrides stay within what the device really has.
+void validate_props(const CaseFile& file, const cudaDeviceProp& real) {
+  for (const CaseSpec& c : file.cases) {
+    const std::string where = "case \"" + c.name + "\": ";
+    if (c.props.shared_mem_per_block && *c.props.shared_mem_per_block > real.sharedMemPerBlockOptin) {
+      fail(ExitCode::kBadCaseFile, where + "sharedMemPerBlock exceeds what this device can give a block (" +
+                                       std::to_string(real.sharedMemPerBlockOptin) + " bytes)");
+    }
+    if (c.props.max_threads_per_block && *c.props.max_threads_per_block > real.maxThreadsPerBlock) {
+      fail(ExitCode::kBadCaseFile,
+           where + "maxThreadsPerBlock exceeds the device's " + std::to_string(real.maxThreadsPerBlock));
+    }
+  }
+}
+
+cudaDeviceProp given_props(const CaseSpec& c, const cudaDeviceProp& real) {
+  cudaDeviceProp p = real;
+  if (c.props.shared_mem_per_block_optin) p.sharedMemPerBlock = real.sharedMemPerBlockOptin;
+  if (c.props.shared_mem_per_block) p.sharedMemPerBlock = *c.props.shared_mem_per_block;
+  if (c.props.max_threads_per_block) p.maxThreadsPerBlock = *c.props.max_threads_per_block;
+  return p;
+}
+
+struct CaseOutcome {
+  json result;
+  ExitCode code = ExitCode::kOk;
+  bool fatal = false;  // the process cannot go on to the next case
+};
+
+CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, bool fatal) {
+  out.code = code;
+  out.fatal = fatal;
+  out.result["status"] = exit_code_info(code).name;
+  out.result["exit_code"] = to_int(code);
+  out.result["message"] = message;
+  return out;
+}
+
+CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBinding& part, const cudaDeviceProp& real) {
+  CaseOutcome out;
+  out.result = {{"name", spec.name}, {"j", spec.j}, {"k", spec.k}, {"l", spec.l}};
+  const uint64_t m_count = uint64_t(spec.j) * spec.k;
+  const uint64_t n_count = uint64_t(spec.k) * spec.l;
+  const uint64_t p_count = uint64_t(spec.j) * spec.l;
+  const uint64_t guard = static_cast<uint64_t>(file.guard_elements);
+
+  DeviceBuffer<float> M(m_count), N(n_count), m_before(m_count), n_before(n_count);
+  if (spec.inputs.from_files) {
+    try {
+      const std::vector<float> m = read_matrix_file(spec.inputs.m_path, m_count);
+      const std::vector<float> n = read_matrix_file(spec.inputs.n_path, n_count);
+      TILELAB_CUDA_CHECK(cudaMemcpy(M.get(), m.data(), M.bytes(), cudaMemcpyHostToDevice));
+      TILELAB_CUDA_CHECK(cudaMemcpy(N.get(), n.data(), N.bytes(), cudaMemcpyHostToDevice));
+    } catch (const IoError& e) {
+      return finish(std::move(out), ExitCode::kIoError, e.what(), true);
+    }
+  } else {
+    fill_generated(M.get(), m_count, spec.inputs.seed, MatrixId::kM, spec.inputs.distribution);
+    fill_generated(N.get(), n_count, spec.inputs.seed, MatrixId::kN, spec.inputs.distribution);
+  }
+  // Copies to detect a part that writes to its inputs.
+  TILELAB_CUDA_CHECK(cudaMemcpy(m_before.get(), M.get(), M.bytes(), cudaMemcpyDeviceToDevice));
+  TILELAB_CUDA_CHECK(cudaMemcpy(n_before.get(), N.get(), N.bytes(), cudaMemcpyDeviceToDevice));
+
+  // P sits between two guard regions; it starts as poison so that an element
+  // the part never writes is told apart from any value it could compute.
+  DeviceBuffer<uint32_t> region(p_count + 2 * guard);
+  uint32_t* p_words = region.get() + guard;
+  fill_bits(region.get(), region.size(), file.guard_bits);
+  fill_bits(p_words, p_count, file.poison_bits);
+
+  const cudaDeviceProp given = given_props(spec, real);
+  if (part.signature == Signature::kRectangularProps) {
+    out.result["props_given"] = {{"sharedMemPerBlock", given.sharedMemPerBlock},
+                                 {"maxThreadsPerBlock", given.maxThreadsPerBlock}};
+  }
+  TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
+  LaunchRecorder::flush();
+  LaunchRecorder::clear();
+
+  const LaunchArgs args{M.get(), N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k, spec.l, &given};
+  const Invocation inv = invoke_launcher(part, args);
+  out.result["event_ms"] = inv.event_ms;
+  out.result["wall_ms"] = inv.wall_ms;
+
+  std::string message;
+  const ExitCode call_code = invocation_status(inv, &message);
+  LaunchRecorder::flush();
+  const WindowRecord record = LaunchRecorder::take(inv.window);
+  json launches = json::array(), memory = json::array(), outside = json::array();
+  for (const KernelLaunch& k : record.kernels) launches.push_back(to_json(k));
+  for (const MemoryOperation& m : record.memory) memory.push_back(to_json(m));
+  for (const KernelLaunch& k : LaunchRecorder::take_unattributed()) outside.push_back(to_json(k));
+  out.result["launches"] = launches;
+  out.result["memory_operations"] = memory;
+  out.result["launches_outside_call"] = outside;
+  out.result["launches_recorded"] = LaunchRecorder::active();
+  if (call_code == ExitCode::kKernelFault) return finish(std::move(out), call_code, message, true);
+
+  std::vector<uint32_t> host_region(region.size());
+  TILELAB_CUDA_CHECK(cudaMemcpy(host_region.data(), region.get(), region.bytes(), cudaMemcpyDeviceToHost));
+  out.result["guard"] = to_json(check_guards(host_region.data(), guard, p_count, file.guard_bits));
+  out.result["inputs_modified"] = {{"M", count_different(reinterpret_cast<const uint32_t*>(M.get()),
+                                                         reinterpret_cast<const uint32_t*>(m_before.get()), m_count)},
+                                   {"N", count_different(reinterpret_cast<const uint32_t*>(N.get()),
+                                                         reinterpret_cast<const uint32_t*>(n_before.get()), n_count)}};
+  if (!spec.output.empty()) {
+    try {
+      write_matrix_file(spec.output, reinterpret_cast<const float*>(host_region.data() + guard), p_count);
+      out.result["output"] = spec.output.string();
+    } catch (const IoError& e) {
+      return finish(std::move(out), ExitCode::kIoError, e.what(), true);
+    }
+  }
+  if (call_code != ExitCode::kOk) return finish(std::move(out), call_code, message, false);
+  if (LaunchRecorder::active() && record.kernels.empty()) {
+    return finish(std::move(out), ExitCode::kNoKernel,
+                  std::string(part.launcher) + " returned without launching a kernel", false);
+  }
+  if (spec.timing) {
+    TimingOutcome timing = run_timing(file, spec, part, given);
+    out.result["timing"] = std::move(timing.result);
+    if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
+  }
+  return finish(std::move(out), ExitCode::kOk, "", false);
+}
+
+void print_usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s CASE_FILE    run the cases of a case file (see grader/harness/core/case_file.h)\n"
+               "       %s --describe   print the part this harness runs, as JSON\n",
+               argv0, argv0);
+}
+
+}  // namespace
+
+int harness_main(int argc, char** argv, const PartBinding& part) {
+  if (argc == 2 && std::strcmp(argv[1], "--describe") == 0) {
+    const json d = {{"part", part.part_id}, {"launcher", part.launcher}, {"signature", signature_name(part.signature)}};
+    std::printf("%s\n", d.dump().c_str());
+    end_process(ExitCode::kOk);
+  }
+  if (argc != 2 || argv[1][0] == '-') {
+    print_usage(argv[0]);
+    end_process(ExitCode::kUsage);
+  }
+  install_signal_guards();
+
+  CaseFile file;
+  try {
+    file = load_case_file(argv[1]);
+  } catch (const CaseFileError& e) {
+    fail(ExitCode::kBadCaseFile, e.what());
+  }
+  validate_cases(file, part);
+  // CUPTI is set up before the first CUDA call creates a context. If that
+  // fails, a missing GPU is the likelier reason, and the one to report.
+  const std::string profiler_error = file.record_launches ? LaunchRecorder::start() : std::string();
+  int devices = 0;
+  const cudaError_t count_error = cudaGetDeviceCount(&devices);
+  if (count_error != cudaSuccess || devices == 0) {
+    fail(ExitCode::kNoDevice, std::string("no CUDA device: ") +
+                                  (count_error != cudaSuccess ? cudaGetErrorString(count_error) : "none found"));
+  }
+  if (!profiler_error.empty()) fail(ExitCode::kProfilerError, "cannot record kernel launches: " + profiler_error);
+  cudaDeviceProp real;
+  TILELAB_CUDA_CHECK(cudaGetDeviceProperties(&real, 0));
+  validate_props(file, real);
+
+  ResultWriter writer(file.result, {{"version", 1},
+                                    {"part", part.part_id},
+                                    {"launcher", part.launcher},
+                                    {"signature", signature_name(part.signature)},
+                                    {"device", device_json(real)},
+                                    {"state", "running"},
+                                    {"current_case", nullptr},
+                                    {"cases", json::array()}});
+  install_exit_guard();
+  ExitCode first_failure = ExitCode::kOk;
+  for (const CaseSpec& spec : file.cases) {
+    writer.doc()["current_case"] = spec.name;
+    writer.write();
+    CaseOutcome out = run_case(file, spec, part, real);
+    if (first_failure == ExitCode::kOk) first_failure = out.code;
+    if (out.code != ExitCode::kOk) {
+      std::fprintf(stderr, "tilelab: case %s: %s [%s]\n", spec.name.c_str(),
+                   out.result["message"].get<std::string>().c_str(), exit_code_info(out.code).name);
+    }
+    writer.doc()["cases"].push_back(std::move(out.result));
+    if (out.fatal) break;
+  }
+  writer.doc()["current_case"] = nullptr;
+  writer.doc()["state"] = "finished";
+  writer.doc()["exit_code"] = to_int(first_failure);
+  writer.write();
+  end_process(first_failure);
+}
+
+}  // namespace tilelab

@@ -1,0 +1,42 @@
+// The harness: runs one part's launcher on the cases of a case file.
+//
+// One executable per part links this library, a small adapter that knows the
+// part's launcher signature (grader/harness/part_main.cu) and the part file.
+// It decides nothing about correctness: it records what happened (outputs,
+// guard regions, launches, times) for the trusted verifier to judge.
+//
+// Usage:  <harness> CASE_FILE       run the cases, write the result JSON
+//         <harness> --describe      print the part this binary runs, as JSON
+// Exit status: see tilelab/exit_codes.h; the first failing case decides it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace tilelab {
+
+enum class Signature {
+  kSquare,            // (M, N, P, Width)
+  kRectangular,       // (M, N, P, j, k, l)
+  kRectangularProps,  // (M, N, P, j, k, l, const cudaDeviceProp&)
+};
+
+const char* signature_name(Signature s);
+
+struct LaunchArgs {
+  const float* M;
+  const float* N;
+  float* P;
+  int j, k, l;
+  const cudaDeviceProp* prop;  // the properties given to the part (overrides applied)
+};
+
+struct PartBinding {
+  const char* part_id;
+  const char* launcher;
+  Signature signature;
+  void (*call)(const LaunchArgs&);
+};
+
+int harness_main(int argc, char** argv, const PartBinding& part);
+
+}  // namespace tilelab

@@ -1,0 +1,172 @@
+#include <algorithm>
+#include <chrono>
+
+#include "device_ops.h"
+#include "guard.h"
+#include "invoke.h"
+#include "json_io.h"
+#include "launch_recorder.h"
+#include "tilelab/part.h"
+#include "timing.h"
+
+namespace tilelab {
+
+using nlohmann::json;
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+namespace {
+
+// Upper bound on warm-up calls, so a slow part cannot stretch warm-up forever.
+constexpr int kMaxWarmupCalls = 1000;
+
+struct InputSet {
+  DeviceBuffer<float> M;
+  DeviceBuffer<float> N;
+};
+
+struct TimedCall {
+  int call = 0;
+  uint64_t seed = 0;
+  int input_set = 0;
+  uint64_t window = 0;
+  double event_ms = 0;
+  double wall_ms = 0;
+  uint64_t unwritten = 0;
+  std::vector<uint32_t> sample_bits;
+};
+
+}  // namespace
+
+TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartBinding& part,
+                         const cudaDeviceProp& given) {
+  const TimingSpec& t = *spec.timing;
+  const uint64_t m_count = uint64_t(spec.j) * spec.k;
+  const uint64_t n_count = uint64_t(spec.k) * spec.l;
+  const uint64_t p_count = uint64_t(spec.j) * spec.l;
+  const uint64_t guard = static_cast<uint64_t>(file.guard_elements);
+
+  std::vector<InputSet> sets;
+  for (int s = 0; s < t.input_sets; ++s) sets.push_back({DeviceBuffer<float>(m_count), DeviceBuffer<float>(n_count)});
+  DeviceBuffer<uint32_t> region(p_count + 2 * guard);
+  uint32_t* p_words = region.get() + guard;
+  fill_bits(region.get(), region.size(), file.guard_bits);
+
+  int device = 0;
+  TILELAB_CUDA_CHECK(cudaGetDevice(&device));
+  int l2_bytes = 0;
+  TILELAB_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  // Writing twice the L2's size evicts whatever the previous call left in it.
+  const size_t flush_bytes = t.flush_l2 ? std::max<size_t>(size_t(2) * l2_bytes, size_t(8) << 20) : 0;
+  DeviceBuffer<unsigned char> flush(flush_bytes);
+  DeviceBuffer<uint32_t> samples(static_cast<size_t>(t.samples));
+
+  TimingOutcome out;
+  std::vector<TimedCall> timed;
+  int warmups = 0;
+  const auto warmup_begin = std::chrono::steady_clock::now();
+  for (int call = 0;; ++call) {
+    const bool warming =
+        warmups < kMaxWarmupCalls &&
+        (warmups < t.warmup_calls ||
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warmup_begin).count() <
+             t.warmup_ms);
+    if (!warming && static_cast<int>(timed.size()) >= t.repetitions) break;
+
+    const int s = call % t.input_sets;
+    const uint64_t seed = derive_seed(t.seed, static_cast<uint64_t>(call));
+    fill_generated(sets[s].M.get(), m_count, seed, MatrixId::kM, Distribution::kUniform);
+    fill_generated(sets[s].N.get(), n_count, seed, MatrixId::kN, Distribution::kUniform);
+    fill_bits(p_words, p_count, file.poison_bits);
+    if (t.flush_l2) {
+      TILELAB_CUDA_CHECK(cudaMemsetAsync(flush.get(), call & 0xFF, flush_bytes, 0));
+      // Drops lines a part might have pinned with an access-policy window.
+      TILELAB_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+    }
+    TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
+
+    const LaunchArgs args{sets[s].M.get(), sets[s].N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k,
+                          spec.l,          &given};
+    const Invocation inv = invoke_launcher(part, args);
+    const ExitCode code = invocation_status(inv, &out.message);
+    if (code != ExitCode::kOk) {
+      out.code = code;
+      out.message = "timed call " + std::to_string(call) + ": " + out.message;
+      break;
+    }
+    if (warming) {
+      ++warmups;
+      LaunchRecorder::flush();
+      LaunchRecorder::take(inv.window);
+      continue;
+    }
+    TimedCall tc;
+    tc.call = call;
+    tc.seed = seed;
+    tc.input_set = s;
+    tc.window = inv.window;
+    tc.event_ms = inv.event_ms;
+    tc.wall_ms = inv.wall_ms;
+    gather_samples(p_words, spec.j, spec.l, seed, t.samples, samples.get());
+    tc.sample_bits.resize(static_cast<size_t>(t.samples));
+    TILELAB_CUDA_CHECK(cudaMemcpy(tc.sample_bits.data(), samples.get(), samples.bytes(), cudaMemcpyDeviceToHost));
+    tc.unwritten = count_equal(p_words, p_count, file.poison_bits);
+    timed.push_back(std::move(tc));
+  }
+
+  LaunchRecorder::flush();
+  json calls = json::array();
+  std::vector<double> event_ms, wall_ms, cupti_ms;
+  for (const TimedCall& tc : timed) {
+    const WindowRecord rec = LaunchRecorder::take(tc.window);
+    uint64_t first = UINT64_MAX, last = 0;
+    double kernel_ms = 0;
+    for (const KernelLaunch& k : rec.kernels) {
+      first = std::min(first, k.start_ns);
+      last = std::max(last, k.end_ns);
+      kernel_ms += k.duration_ms();
+    }
+    const double span_ms = rec.kernels.empty() ? 0.0 : (last - first) * 1e-6;
+    event_ms.push_back(tc.event_ms);
+    wall_ms.push_back(tc.wall_ms);
+    cupti_ms.push_back(span_ms);
+    calls.push_back({{"call", tc.call},
+                     {"seed", tc.seed},
+                     {"input_set", tc.input_set},
+                     {"event_ms", tc.event_ms},
+                     {"wall_ms", tc.wall_ms},
+                     {"cupti_span_ms", span_ms},
+                     {"cupti_kernel_ms", kernel_ms},
+                     {"kernels", rec.kernels.size()},
+                     {"memory_operations", rec.memory.size()},
+                     {"unwritten", tc.unwritten},
+                     {"sample_bits", tc.sample_bits}});
+  }
+
+  std::vector<uint32_t> host_region;
+  if (out.code == ExitCode::kOk) {
+    host_region.resize(region.size());
+    TILELAB_CUDA_CHECK(cudaMemcpy(host_region.data(), region.get(), region.bytes(), cudaMemcpyDeviceToHost));
+  }
+  out.result = {{"seed", t.seed},
+                {"warmup_calls", warmups},
+                {"repetitions", timed.size()},
+                {"input_sets", t.input_sets},
+                {"flush_bytes", flush_bytes},
+                {"samples", t.samples},
+                {"median_event_ms", median(event_ms)},
+                {"median_wall_ms", median(wall_ms)},
+                {"median_cupti_span_ms", median(cupti_ms)},
+                {"calls", calls}};
+  if (!host_region.empty()) {
+    out.result["guard"] = to_json(check_guards(host_region.data(), guard, p_count, file.guard_bits));
+  }
+  return out;
+}
+
+}  // namespace tilelab

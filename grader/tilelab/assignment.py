@@ -1,0 +1,281 @@
+"""Loading and checking assignment.yaml, the one description of the assignment.
+
+Everything that needs to know the parts, their launchers, their cases or their
+points reads it through `load_assignment`: the build (through
+`tilelab.build_export`), the starter generator, the grader and the handouts.
+Errors name the offending place ("parts[2].cases.public[4]: ...") so an
+instructor can fix the file without reading this code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+SIGNATURES = {
+    # signature kind -> the launcher's parameters after (M, N, P)
+    "square": "int Width",
+    "rectangular": "int j, int k, int l",
+    "rectangular_props": "int j, int k, int l, const cudaDeviceProp& prop",
+}
+DISTRIBUTIONS = ("uniform", "small_int")
+PROP_KEYS = ("sharedMemPerBlock", "maxThreadsPerBlock")
+CASE_SETS = ("public", "hidden", "timing")
+MAX_DIMENSION = 1 << 20
+
+_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FILE_RE = re.compile(r"^[A-Za-z0-9_]+\.cu$")
+
+
+class AssignmentError(ValueError):
+    """assignment.yaml is missing, unreadable or breaks the schema."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem size a part is run on."""
+
+    name: str
+    j: int
+    k: int
+    l: int
+    distribution: str = "uniform"
+    props: dict = field(default_factory=dict)
+
+    @property
+    def flop(self) -> float:
+        return 2.0 * self.j * self.k * self.l
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "j": self.j, "k": self.k, "l": self.l, "distribution": self.distribution}
+        if self.props:
+            out["props"] = dict(self.props)
+        return out
+
+
+@dataclass(frozen=True)
+class Part:
+    id: str
+    title: str
+    file: str
+    launcher: str
+    signature: str
+    teaches: str
+    tolerance: dict
+    points: dict
+    cases: dict  # set name -> tuple of Case
+
+    @property
+    def declaration(self) -> str:
+        return f"void {self.launcher}(const float* M, const float* N, float* P, {SIGNATURES[self.signature]})"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    path: Path
+    name: str
+    title: str
+    timing: dict
+    parts: tuple
+
+    def part(self, part_id: str) -> Part:
+        for p in self.parts:
+            if p.id == part_id:
+                return p
+        known = ", ".join(p.id for p in self.parts)
+        raise AssignmentError(f"no part named {part_id!r} (parts: {known})")
+
+
+def _fail(where: str, what: str) -> None:
+    raise AssignmentError(f"{where}: {what}")
+
+
+def _mapping(value: Any, where: str, required: tuple = (), optional: tuple = ()) -> dict:
+    if not isinstance(value, dict):
+        _fail(where, f"must be a mapping, got {type(value).__name__}")
+    for key in required:
+        if key not in value:
+            _fail(where, f"missing required key {key!r}")
+    known = set(required) | set(optional)
+    for key in value:
+        if key not in known:
+            _fail(where, f"unknown key {key!r} (expected one of: {', '.join(sorted(known))})")
+    return value
+
+
+def _int(value: Any, where: str, lo: int, hi: int) -> int:
+    # bool is an int in Python; `width: yes` must not become 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(where, f"must be an integer, got {value!r}")
+    if not lo <= value <= hi:
+        _fail(where, f"must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _number(value: Any, where: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(where, f"must be a number, got {value!r}")
+    if not lo <= value <= hi:
+        _fail(where, f"must be between {lo} and {hi}, got {value}")
+    return float(value)
+
+
+def _string(value: Any, where: str, pattern: Optional[re.Pattern] = None, hint: str = "") -> str:
+    if not isinstance(value, str) or not value.strip():
+        _fail(where, f"must be a non-empty string, got {value!r}")
+    if pattern is not None and not pattern.match(value):
+        _fail(where, f"{value!r} is not valid{(': ' + hint) if hint else ''}")
+    return value
+
+
+def _case_name(j: int, k: int, l: int, square: bool, distribution: str, props: dict) -> str:
+    name = f"w{j}" if square else f"{j}x{k}x{l}"
+    if distribution == "small_int":
+        name += "-int"
+    for key in PROP_KEYS:
+        if key in props:
+            short = {"sharedMemPerBlock": "smem", "maxThreadsPerBlock": "threads"}[key]
+            name += f"-{short}{props[key]}"
+    return name
+
+
+def _parse_case(raw: Any, where: str, signature: str) -> Case:
+    square = signature == "square"
+    distribution, props = "uniform", {}
+    if square:
+        if isinstance(raw, dict):
+            raw = _mapping(raw, where, required=("width",), optional=("inputs",))
+            width = _int(raw["width"], f"{where}.width", 1, MAX_DIMENSION)
+            distribution = raw.get("inputs", "uniform")
+        else:
+            width = _int(raw, where, 1, MAX_DIMENSION)
+        j = k = l = width
+    else:
+        if isinstance(raw, list):
+            if len(raw) != 3:
+                _fail(where, f"a rectangular case is [j, k, l], got {raw!r}")
+            j, k, l = (_int(v, f"{where}[{i}]", 1, MAX_DIMENSION) for i, v in enumerate(raw))
+        else:
+            raw = _mapping(raw, where, required=("j", "k", "l"), optional=("inputs", "props"))
+            j, k, l = (_int(raw[d], f"{where}.{d}", 1, MAX_DIMENSION) for d in "jkl")
+            distribution = raw.get("inputs", "uniform")
+            if "props" in raw:
+                if signature != "rectangular_props":
+                    _fail(f"{where}.props", "only a launcher that takes cudaDeviceProp can be given properties")
+                props = dict(_mapping(raw["props"], f"{where}.props", optional=PROP_KEYS))
+                for key, value in props.items():
+                    if key == "sharedMemPerBlock" and value == "optin":
+                        continue
+                    _int(value, f"{where}.props.{key}", 1, 1 << 30)
+    if distribution not in DISTRIBUTIONS:
+        _fail(f"{where}.inputs", f"must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+    for a, b in ((j, k), (k, l), (j, l)):
+        if a * b > 1 << 30:
+            _fail(where, "a matrix of this case has more than 2^30 elements")
+    name = _case_name(j, k, l, square, distribution, props)
+    return Case(name=name, j=j, k=k, l=l, distribution=distribution, props=props)
+
+
+def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
+    raw = _mapping(
+        raw,
+        where,
+        required=("id", "title", "file", "launcher", "signature", "teaches", "points", "cases"),
+        optional=("tolerance",),
+    )
+    part_id = _string(raw["id"], f"{where}.id", _ID_RE, "lower-case letters, digits and '_'")
+    file = _string(raw["file"], f"{where}.file", _FILE_RE, "a file name ending in .cu")
+    launcher = _string(raw["launcher"], f"{where}.launcher", _IDENTIFIER_RE, "a C++ identifier")
+    signature = raw["signature"]
+    if signature not in SIGNATURES:
+        _fail(f"{where}.signature", f"must be one of {', '.join(SIGNATURES)}, got {signature!r}")
+
+    tolerance = dict(defaults.get("tolerance", {}))
+    if "tolerance" in raw:
+        tolerance.update(_mapping(raw["tolerance"], f"{where}.tolerance", optional=("sqrt_k_factor",)))
+    tolerance["sqrt_k_factor"] = _number(
+        tolerance.get("sqrt_k_factor"), f"{where}.tolerance.sqrt_k_factor", 0.0, 1e6
+    )
+
+    points = _mapping(raw["points"], f"{where}.points", required=("correctness", "speed"))
+    points = {key: _number(points[key], f"{where}.points.{key}", 0, 1000) for key in ("correctness", "speed")}
+
+    raw_cases = _mapping(raw["cases"], f"{where}.cases", required=("public", "hidden", "timing"))
+    cases = {}
+    seen = {}
+    for set_name in CASE_SETS:
+        entries = raw_cases[set_name]
+        if not isinstance(entries, list) or not entries:
+            _fail(f"{where}.cases.{set_name}", "must be a non-empty list")
+        parsed = []
+        for i, entry in enumerate(entries):
+            case = _parse_case(entry, f"{where}.cases.{set_name}[{i}]", signature)
+            if case.name in seen:
+                _fail(f"{where}.cases.{set_name}[{i}]", f"case {case.name} is already listed in {seen[case.name]}")
+            seen[case.name] = f"cases.{set_name}"
+            parsed.append(case)
+        cases[set_name] = tuple(parsed)
+    return Part(
+        id=part_id,
+        title=_string(raw["title"], f"{where}.title"),
+        file=file,
+        launcher=launcher,
+        signature=signature,
+        teaches=_string(raw["teaches"], f"{where}.teaches"),
+        tolerance=tolerance,
+        points=points,
+        cases=cases,
+    )
+
+
+def parse_assignment(doc: Any, path: Path) -> Assignment:
+    doc = _mapping(doc, "assignment.yaml", required=("name", "title", "defaults", "timing", "parts"))
+    defaults = _mapping(doc["defaults"], "defaults", optional=("tolerance",))
+    timing = _mapping(
+        doc["timing"],
+        "timing",
+        required=("repetitions", "warmup_calls", "warmup_ms", "input_sets", "samples"),
+    )
+    timing = {
+        "repetitions": _int(timing["repetitions"], "timing.repetitions", 1, 10000),
+        "warmup_calls": _int(timing["warmup_calls"], "timing.warmup_calls", 0, 10000),
+        "warmup_ms": _number(timing["warmup_ms"], "timing.warmup_ms", 0, 60000),
+        "input_sets": _int(timing["input_sets"], "timing.input_sets", 1, 64),
+        "samples": _int(timing["samples"], "timing.samples", 4, 1 << 16),
+    }
+    if not isinstance(doc["parts"], list) or not doc["parts"]:
+        _fail("parts", "must be a non-empty list")
+    parts = tuple(_parse_part(p, f"parts[{i}]", defaults) for i, p in enumerate(doc["parts"]))
+    for attr in ("id", "file", "launcher"):
+        values = [getattr(p, attr) for p in parts]
+        for v in values:
+            if values.count(v) > 1:
+                _fail("parts", f"two parts share the {attr} {v!r}")
+    return Assignment(
+        path=path,
+        name=_string(doc["name"], "name", _ID_RE, "lower-case letters, digits and '_'"),
+        title=_string(doc["title"], "title"),
+        timing=timing,
+        parts=parts,
+    )
+
+
+def load_assignment(path: Path | str) -> Assignment:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise AssignmentError(f"{path}: cannot read ({e.strerror})") from e
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise AssignmentError(f"{path}: not valid YAML: {e}") from e
+    try:
+        return parse_assignment(doc, path)
+    except AssignmentError as e:
+        raise AssignmentError(f"{path}: {e}") from None

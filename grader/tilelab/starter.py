@@ -1,0 +1,118 @@
+"""Generating the starter code from the solutions.
+
+A solution file marks each piece students write:
+
+    // BEGIN SOLUTION
+    // HINT: What to do, in a sentence or two. Any number of HINT lines.
+    ...the solution code...
+    // END SOLUTION
+    // STUB: TILELAB_TODO("launchNaive: choose the grid and launch the kernel");
+
+In the starter the region becomes a TODO(student) comment made of the hints,
+followed by the stub lines as code. The stub must fail loudly when reached
+(TILELAB_TODO on the host, TILELAB_DEVICE_TODO in a kernel), so an unfinished
+part never passes a case by accident. Everything outside regions is copied as
+it is, so the contract comments are the same in both files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .assignment import Assignment
+
+_BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
+_END = re.compile(r"^\s*// END SOLUTION\s*$")
+_HINT = re.compile(r"^\s*// HINT:(.*)$")
+_STUB = re.compile(r"^\s*// STUB:(.*)$")
+
+
+class StarterError(ValueError):
+    """A solution file's markers are malformed."""
+
+
+def strip_solution(text: str, source: str) -> str:
+    """Returns the starter version of one solution file's text."""
+    lines = text.splitlines()
+    out: list[str] = []
+    regions = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        begin = _BEGIN.match(line)
+        if begin is None:
+            if _END.match(line) or _STUB.match(line) or _HINT.match(line):
+                raise StarterError(f"{source}:{i + 1}: {line.strip()!r} outside a BEGIN SOLUTION region")
+            out.append(line)
+            i += 1
+            continue
+        indent, start = begin.group(1), i + 1
+        i += 1
+        hints: list[str] = []
+        while i < len(lines) and _HINT.match(lines[i]):
+            hints.append(_HINT.match(lines[i]).group(1).strip())
+            i += 1
+        if not hints:
+            raise StarterError(f"{source}:{start}: a solution region must start with at least one '// HINT:' line")
+        while i < len(lines) and not _END.match(lines[i]):
+            if _BEGIN.match(lines[i]):
+                raise StarterError(f"{source}:{i + 1}: BEGIN SOLUTION inside the region opened at line {start}")
+            if _STUB.match(lines[i]) or _HINT.match(lines[i]):
+                raise StarterError(f"{source}:{i + 1}: HINT and STUB lines belong right after BEGIN / END")
+            i += 1
+        if i == len(lines):
+            raise StarterError(f"{source}:{start}: BEGIN SOLUTION without a matching END SOLUTION")
+        i += 1  # the END line
+        stubs: list[str] = []
+        while i < len(lines) and _STUB.match(lines[i]):
+            stubs.append(_STUB.match(lines[i]).group(1).strip())
+            i += 1
+        if not stubs:
+            raise StarterError(
+                f"{source}:{start}: the region needs '// STUB:' lines after END SOLUTION "
+                "(code that fails loudly, e.g. TILELAB_TODO(...))"
+            )
+        out.append(f"{indent}// TODO(student): {hints[0]}")
+        out.extend(f"{indent}//   {h}" if h else f"{indent}//" for h in hints[1:])
+        out.extend(f"{indent}{s}" for s in stubs)
+        regions += 1
+    if regions == 0:
+        raise StarterError(f"{source}: no BEGIN SOLUTION region; the starter would be the solution")
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class StarterFile:
+    part_id: str
+    path: Path
+    text: str
+    up_to_date: bool
+
+
+def starter_files(assignment: Assignment, solutions_dir: Path, starter_dir: Path) -> list[StarterFile]:
+    """The starter text for every part, and whether starter_dir already holds it."""
+    files = []
+    for part in assignment.parts:
+        source = solutions_dir / part.file
+        try:
+            text = source.read_text(encoding="utf-8")
+        except OSError as e:
+            raise StarterError(f"{source}: cannot read the solution ({e.strerror})") from e
+        starter = strip_solution(text, str(source))
+        target = starter_dir / part.file
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        files.append(StarterFile(part.id, target, starter, current == starter))
+    return files
+
+
+def write_starter(files: list[StarterFile]) -> list[Path]:
+    """Writes the files that differ; returns their paths."""
+    written = []
+    for f in files:
+        if not f.up_to_date:
+            f.path.parent.mkdir(parents=True, exist_ok=True)
+            f.path.write_text(f.text, encoding="utf-8")
+            written.append(f.path)
+    return written

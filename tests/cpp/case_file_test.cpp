@@ -1,0 +1,107 @@
+#include "case_file.h"
+
+#include <gtest/gtest.h>
+
+namespace tilelab {
+namespace {
+
+using nlohmann::json;
+
+json minimal() {
+  return json::parse(R"({"version": 1, "part": "naive", "result": "out/result.json",
+                         "cases": [{"name": "w17", "j": 17, "k": 17, "l": 17, "inputs": {"seed": 5}}]})");
+}
+
+std::string error_of(const json& doc) {
+  try {
+    parse_case_file(doc, "/base");
+  } catch (const CaseFileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CaseFile, MinimalFileGetsDefaults) {
+  const CaseFile f = parse_case_file(minimal(), "/base");
+  EXPECT_EQ(f.part, "naive");
+  EXPECT_EQ(f.result, std::filesystem::path("/base/out/result.json"));
+  EXPECT_TRUE(f.record_launches);
+  EXPECT_EQ(f.guard_elements, 4096);
+  ASSERT_EQ(f.cases.size(), 1u);
+  const CaseSpec& c = f.cases[0];
+  EXPECT_EQ(c.name, "w17");
+  EXPECT_EQ(c.j, 17);
+  EXPECT_FALSE(c.inputs.from_files);
+  EXPECT_EQ(c.inputs.seed, 5u);
+  EXPECT_EQ(c.inputs.distribution, Distribution::kUniform);
+  EXPECT_DOUBLE_EQ(c.tolerance.sqrt_k_factor, 16.0);
+  EXPECT_FALSE(c.props.any());
+  EXPECT_FALSE(c.timing.has_value());
+}
+
+TEST(CaseFile, FullCaseRoundTripsThroughJson) {
+  json doc = minimal();
+  doc["record_launches"] = false;
+  doc["guard_elements"] = 128;
+  doc["cases"][0] = json::parse(R"({"name": "r", "j": 3, "k": 5, "l": 7,
+      "inputs": {"M": "/abs/M.f32", "N": "rel/N.f32"}, "output": "P.f32",
+      "tolerance": {"sqrt_k_factor": 4}, "props": {"sharedMemPerBlock": "optin", "maxThreadsPerBlock": 256},
+      "timing": {"seed": 9, "repetitions": 3, "warmup_calls": 1, "warmup_ms": 5, "input_sets": 2, "samples": 8,
+                 "flush_l2": false}})");
+  const CaseFile f = parse_case_file(doc, "/base");
+  const CaseSpec& c = f.cases[0];
+  EXPECT_TRUE(c.inputs.from_files);
+  EXPECT_EQ(c.inputs.m_path, std::filesystem::path("/abs/M.f32"));
+  EXPECT_EQ(c.inputs.n_path, std::filesystem::path("/base/rel/N.f32"));
+  EXPECT_EQ(c.output, std::filesystem::path("/base/P.f32"));
+  EXPECT_TRUE(c.props.shared_mem_per_block_optin);
+  EXPECT_EQ(c.props.max_threads_per_block, 256);
+  ASSERT_TRUE(c.timing.has_value());
+  EXPECT_EQ(c.timing->repetitions, 3);
+  EXPECT_FALSE(c.timing->flush_l2);
+
+  const CaseFile again = parse_case_file(case_file_to_json(f), "/elsewhere");
+  EXPECT_EQ(case_file_to_json(again), case_file_to_json(f));
+}
+
+TEST(CaseFile, ErrorsNameTheField) {
+  json doc = minimal();
+  doc["cases"][0]["k"] = -3;
+  EXPECT_EQ(error_of(doc), "cases[0].k: must be between 1 and 1048576, got -3");
+
+  doc = minimal();
+  doc["cases"][0]["inputs"] = json::parse(R"({"seed": 1, "distribution": "gaussian"})");
+  EXPECT_EQ(error_of(doc), "cases[0].inputs.distribution: unknown distribution \"gaussian\" (uniform or small_int)");
+
+  doc = minimal();
+  doc["cases"].push_back(doc["cases"][0]);
+  EXPECT_EQ(error_of(doc), "cases[1].name: duplicate name \"w17\"");
+
+  doc = minimal();
+  doc["cases"][0]["name"] = "../escape";
+  EXPECT_NE(error_of(doc).find("must be 1-100 characters"), std::string::npos);
+
+  doc = minimal();
+  doc["version"] = 2;
+  EXPECT_EQ(error_of(doc), "version: this harness reads version 1, got 2");
+
+  doc = minimal();
+  doc["guard_elements"] = 100;
+  EXPECT_EQ(error_of(doc), "guard_elements: must be a multiple of 64");
+
+  doc = minimal();
+  doc["poison_bits"] = doc.contains("guard_bits") ? doc["guard_bits"] : json(0x7FBADBADu);
+  EXPECT_EQ(error_of(doc), "guard_bits: must differ from poison_bits");
+
+  doc = minimal();
+  doc["cases"][0]["j"] = 65536;
+  doc["cases"][0]["k"] = 65536;
+  EXPECT_EQ(error_of(doc), "cases[0]: a matrix of this case has more than 2^30 elements");
+
+  doc = minimal();
+  doc["cases"] = json::array();
+  EXPECT_EQ(error_of(doc), "cases: must be a non-empty list");
+}
+
+}  // namespace
+}  // namespace tilelab

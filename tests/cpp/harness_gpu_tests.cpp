@@ -1,0 +1,190 @@
+// GPU tests of the harness itself: exit codes of broken launchers, what CUPTI
+// records for the dynamic part, timing agreement, file inputs, guard regions.
+// Each test skips with "skipped: no CUDA device" when no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "json_io.h"
+#include "reference.h"
+#include "support.h"
+#include "tilelab/exit_codes.h"
+#include "verify.h"
+
+namespace tilelab::test {
+namespace {
+
+using nlohmann::json;
+
+std::filesystem::path probe(const std::string& name) {
+  return build_dir() / ("probe_" + name) / "naive";
+}
+std::filesystem::path solution(const std::string& part) {
+  return build_dir() / "solution" / part;
+}
+
+CaseFile two_cases(const std::string& part) {
+  CaseFile f;
+  f.part = part;
+  f.cases.push_back(make_case("first", 17, 17, 17, 1));
+  f.cases.push_back(make_case("second", 33, 33, 33, 2));
+  return f;
+}
+
+struct ProbeExpectation {
+  const char* probe;
+  ExitCode code;
+  bool reaches_second_case;  // non-fatal failures go on to the next case
+  bool result_finished;      // the harness ended on its own terms and wrote "finished"
+};
+
+class ProbeExitCode : public testing::TestWithParam<ProbeExpectation> {};
+
+TEST_P(ProbeExitCode, EndsWithItsDocumentedCode) {
+  TILELAB_REQUIRE_GPU();
+  const ProbeExpectation& e = GetParam();
+  TempDir dir;
+  const HarnessRun run = run_harness(probe(e.probe), two_cases("naive"), dir.path());
+  ASSERT_FALSE(run.process.timed_out);
+  EXPECT_EQ(run.process.exit_code, to_int(e.code)) << run.process.err;
+  const std::string name = exit_code_info(e.code).name;
+  EXPECT_NE(run.process.err.find(name), std::string::npos) << "stderr should name the status:\n" << run.process.err;
+
+  ASSERT_TRUE(run.result.has_value()) << "the harness wrote no result file";
+  const json& r = *run.result;
+  EXPECT_EQ(r.at("state"), e.result_finished ? "finished" : "running");
+  if (e.result_finished) {
+    EXPECT_EQ(r.at("cases").at(0).at("status"), name);
+    EXPECT_EQ(r.at("cases").size(), e.reaches_second_case ? 2u : 1u);
+  } else {
+    EXPECT_EQ(r.at("current_case"), "first");  // the case the process died in
+  }
+  const json verdict = verify_run(run.cases, r);
+  EXPECT_EQ(verdict.at("cases_passed"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Probes, ProbeExitCode,
+                         testing::Values(ProbeExpectation{"no_kernel", ExitCode::kNoKernel, true, true},
+                                         ProbeExpectation{"launch_error", ExitCode::kLaunchError, true, true},
+                                         ProbeExpectation{"kernel_fault", ExitCode::kKernelFault, false, true},
+                                         ProbeExpectation{"host_crash", ExitCode::kCrash, false, false},
+                                         ProbeExpectation{"early_exit", ExitCode::kEarlyExit, false, false}),
+                         [](const testing::TestParamInfo<ProbeExpectation>& info) {
+                           return std::string(info.param.probe);
+                         });
+
+TEST(GuardRegions, CatchAWriteJustPastP) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  const HarnessRun run = run_harness(probe("out_of_bounds"), two_cases("naive"), dir.path());
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const json& first = run.result->at("cases").at(0);
+  EXPECT_FALSE(first.at("guard").at("intact").get<bool>());
+  EXPECT_EQ(first.at("guard").at("modified_after"), 1);
+  EXPECT_EQ(first.at("guard").at("first_offsets").at(0), 17 * 17 + 3);
+  const json verdict = verify_run(run.cases, *run.result);
+  EXPECT_FALSE(verdict.at("cases").at(0).at("passed").get<bool>());
+  // The values themselves are right: only the guard region gives it away.
+  EXPECT_TRUE(verdict.at("cases").at(0).at("comparison").at("passed").get<bool>());
+}
+
+TEST(FileInputs, AreReadAndVerifiedExactly) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  const int w = 45;
+  const std::vector<float> m = generate_matrix(7, MatrixId::kM, w * w, Distribution::kSmallInt);
+  const std::vector<float> n = generate_matrix(7, MatrixId::kN, w * w, Distribution::kSmallInt);
+  write_matrix_file(dir.path() / "M.f32", m.data(), m.size());
+  write_matrix_file(dir.path() / "N.f32", n.data(), n.size());
+  CaseFile f;
+  f.part = "boundary";
+  CaseSpec c = make_case("files", w, w, w, 0);
+  c.inputs.from_files = true;
+  c.inputs.m_path = dir.path() / "M.f32";
+  c.inputs.n_path = dir.path() / "N.f32";
+  f.cases.push_back(c);
+  const HarnessRun run = run_harness(solution("boundary"), f, dir.path());
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const json verdict = verify_run(run.cases, *run.result);
+  const json& v = verdict.at("cases").at(0);
+  EXPECT_TRUE(v.at("passed").get<bool>()) << v.dump(2);
+  EXPECT_TRUE(v.at("exact").get<bool>());
+  EXPECT_EQ(v.at("comparison").at("worst_error_ratio"), "inf") << "exact cases allow no error: any error is infinite";
+}
+
+// The dynamic part may use dynamic shared memory only, and never more than
+// the sharedMemPerBlock it was given, however low.
+TEST(DynamicSmem, UsesOnlyDynamicSharedMemoryWithinTheGivenLimit) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  CaseFile f;
+  f.part = "dynamic_smem";
+  struct Limit {
+    const char* name;
+    std::optional<uint64_t> smem;
+    bool optin;
+    std::optional<int> threads;
+  };
+  const Limit limits[] = {{"device", {}, false, {}},   {"smem2048", 2048, false, {}},  {"smem512", 512, false, {}},
+                          {"smem128", 128, false, {}}, {"threads256", {}, false, 256}, {"optin", {}, true, {}}};
+  uint64_t seed = 100;
+  for (const Limit& lim : limits) {
+    CaseSpec c = make_case(lim.name, 65, 300, 47, seed++);
+    c.props.shared_mem_per_block = lim.smem;
+    c.props.shared_mem_per_block_optin = lim.optin;
+    c.props.max_threads_per_block = lim.threads;
+    f.cases.push_back(c);
+  }
+  const HarnessRun run = run_harness(solution("dynamic_smem"), f, dir.path());
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const json verdict = verify_run(run.cases, *run.result);
+  for (size_t i = 0; i < f.cases.size(); ++i) {
+    const json& r = run.result->at("cases").at(i);
+    const json& v = verdict.at("cases").at(i);
+    EXPECT_TRUE(v.at("passed").get<bool>()) << v.dump(2);
+    const uint64_t given = r.at("props_given").at("sharedMemPerBlock").get<uint64_t>();
+    ASSERT_FALSE(r.at("launches").empty()) << r.dump(2);
+    for (const json& k : r.at("launches")) {
+      std::cout << "dynamic_smem " << r.at("name").get<std::string>() << ": sharedMemPerBlock given " << given
+                << ", block " << k.at("block").dump() << ", static " << k.at("static_shared_bytes") << " B, dynamic "
+                << k.at("dynamic_shared_bytes") << " B\n";
+      EXPECT_EQ(k.at("static_shared_bytes"), 0);
+      EXPECT_GT(k.at("dynamic_shared_bytes").get<int>(), 0);
+      EXPECT_LE(k.at("dynamic_shared_bytes").get<uint64_t>(), given);
+      const json& block = k.at("block");
+      EXPECT_LE(block[0].get<int>() * block[1].get<int>() * block[2].get<int>(),
+                r.at("props_given").at("maxThreadsPerBlock").get<int>());
+    }
+  }
+}
+
+// CUPTI's kernel time and the CUDA events around the launcher measure the
+// same call; for a single-kernel part they must agree closely.
+TEST(Timing, TiledCuptiDurationAgreesWithEvents) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  CaseFile f;
+  f.part = "tiled";
+  // A timing case writes no output file: the verifier checks the samples
+  // read back after every timed call instead of a 64 MB matrix.
+  CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
+  c.timing = TimingSpec{};
+  c.timing->seed = 77;
+  f.cases.push_back(c);
+  const HarnessRun run = run_harness(solution("tiled"), f, dir.path());
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const json verdict = verify_run(run.cases, *run.result);
+  const json& t = verdict.at("cases").at(0).at("timing");
+  EXPECT_TRUE(verdict.at("cases").at(0).at("passed").get<bool>()) << verdict.dump(2);
+  const double events = t.at("median_event_ms"), cupti = t.at("median_cupti_span_ms"), wall = t.at("median_wall_ms");
+  std::cout << "tiled 4096: median event " << events << " ms, CUPTI " << cupti << " ms, wall " << wall << " ms, "
+            << t.at("gflops").get<double>() << " GFLOP/s\n";
+  EXPECT_GT(cupti, 0.0);
+  EXPECT_LE(std::fabs(cupti - events) / events, 0.10);
+  EXPECT_GE(wall, events);
+  EXPECT_EQ(t.at("failed_calls"), 0);
+}
+
+}  // namespace
+}  // namespace tilelab::test

@@ -1,0 +1,130 @@
+#include "support.h"
+
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "json_io.h"
+
+namespace tilelab::test {
+
+bool gpu_available() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "tilelab-test-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s) {
+  TempDir io;
+  const std::string out_path = (io.path() / "stdout").string();
+  const std::string err_path = (io.path() / "stderr").string();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    setpgid(0, 0);  // own process group, so a timeout kills everything it started
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  ProcessResult r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!r.timed_out) {
+    if (WIFEXITED(status)) {
+      r.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      r.signaled = true;
+      r.signal = WTERMSIG(status);
+    }
+  }
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
+                       double timeout_s) {
+  cases.result = dir / "result.json";
+  for (CaseSpec& c : cases.cases) {
+    if (c.output.empty() && !c.timing) c.output = dir / (c.name + ".P.f32");
+  }
+  cases.path = dir / "cases.json";
+  write_json_file(cases.path, case_file_to_json(cases));
+  HarnessRun run;
+  run.process = run_process({harness.string(), cases.path.string()}, timeout_s);
+  if (std::filesystem::exists(cases.result)) {
+    try {
+      run.result = read_json_file(cases.result);
+    } catch (const IoError&) {
+      // left empty: the test reports the missing result
+    }
+  }
+  run.cases = std::move(cases);
+  return run;
+}
+
+CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed, Distribution dist) {
+  CaseSpec c;
+  c.name = name;
+  c.j = j;
+  c.k = k;
+  c.l = l;
+  c.inputs.seed = seed;
+  c.inputs.distribution = dist;
+  return c;
+}
+
+std::filesystem::path build_dir() {
+  const char* dir = std::getenv("TILELAB_BUILD_DIR");
+  if (dir == nullptr) throw std::runtime_error("TILELAB_BUILD_DIR is not set (run the tests through ctest)");
+  return dir;
+}
+
+}  // namespace tilelab::test

@@ -1,0 +1,65 @@
+// Helpers shared by the project's C++ tests: temporary directories, running
+// a harness in a child process, and detecting a GPU.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "case_file.h"
+
+namespace tilelab::test {
+
+// True when the CUDA runtime sees at least one device. GPU tests call
+// TILELAB_REQUIRE_GPU() first, which skips them (and says why) otherwise.
+bool gpu_available();
+
+#define TILELAB_REQUIRE_GPU()                                                         \
+  do {                                                                                \
+    if (!::tilelab::test::gpu_available()) GTEST_SKIP() << "skipped: no CUDA device"; \
+  } while (false)
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct ProcessResult {
+  int exit_code = -1;  // valid when !signaled && !timed_out
+  int signal = 0;      // the signal that ended it, when signaled
+  bool signaled = false;
+  bool timed_out = false;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs argv[0] with arguments, killing it (and its process group) after timeout_s.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s);
+
+struct HarnessRun {
+  ProcessResult process;
+  std::optional<nlohmann::json> result;  // the harness's result JSON, if it wrote one
+  CaseFile cases;                        // the case file as written (paths resolved)
+};
+
+// Writes `cases` and runs the harness on it. The result file, and the output
+// file of every case without timing, are placed in `dir`.
+HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
+                       double timeout_s = 300);
+
+// A generated-input case with an output file; props and timing left empty.
+CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed,
+                   Distribution dist = Distribution::kUniform);
+
+std::filesystem::path build_dir();  // $TILELAB_BUILD_DIR, set by CTest
+
+}  // namespace tilelab::test

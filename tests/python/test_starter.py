@@ -1,0 +1,90 @@
+"""The starter is generated from the solutions, and starter/ must be what
+generation gives today."""
+
+import pytest
+from click.testing import CliRunner
+
+from tilelab.assignment import load_assignment
+from tilelab.cli import main
+from tilelab.starter import StarterError, starter_files, strip_solution
+
+SOLVED = """\
+// contract comment
+int f(int x) {
+  // BEGIN SOLUTION
+  // HINT: Return twice x.
+  // HINT: Use multiplication.
+  return 2 * x;
+  // END SOLUTION
+  // STUB: TILELAB_TODO("f");
+}
+"""
+
+
+def test_a_region_becomes_a_todo_with_its_hints_and_stub():
+    assert strip_solution(SOLVED, "f.cu") == (
+        "// contract comment\n"
+        "int f(int x) {\n"
+        "  // TODO(student): Return twice x.\n"
+        "  //   Use multiplication.\n"
+        '  TILELAB_TODO("f");\n'
+        "}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("int x;\n", "no BEGIN SOLUTION region"),
+        ("// BEGIN SOLUTION\n// HINT: h\ncode\n", "without a matching END SOLUTION"),
+        ("// BEGIN SOLUTION\ncode\n// END SOLUTION\n// STUB: s\n", "must start with at least one '// HINT:'"),
+        ("// BEGIN SOLUTION\n// HINT: h\ncode\n// END SOLUTION\n", "needs '// STUB:' lines"),
+        ("// END SOLUTION\n", "outside a BEGIN SOLUTION region"),
+        ("// BEGIN SOLUTION\n// HINT: h\n// BEGIN SOLUTION\n", "BEGIN SOLUTION inside the region opened at line 1"),
+        ("// BEGIN SOLUTION\n// HINT: h\nx\n// STUB: s\n// END SOLUTION\n", "belong right after BEGIN / END"),
+    ],
+)
+def test_malformed_markers_name_file_and_line(text, message):
+    with pytest.raises(StarterError, match=message):
+        strip_solution(text, "bad.cu")
+
+
+def test_starter_directory_is_what_generation_gives(root):
+    """Fails when someone edits solutions/ (or starter/) without regenerating."""
+    files = starter_files(load_assignment(root / "assignment.yaml"), root / "solutions", root / "starter")
+    stale = [str(f.path) for f in files if not f.up_to_date]
+    assert not stale, f"starter/ is out of date; run `tilelab starter`: {stale}"
+
+
+def test_every_starter_region_fails_loudly(root):
+    for f in starter_files(load_assignment(root / "assignment.yaml"), root / "solutions", root / "starter"):
+        assert "BEGIN SOLUTION" not in f.text
+        todos = f.text.count("TODO(student):")
+        stubs = f.text.count("TILELAB_TODO(") + f.text.count("TILELAB_DEVICE_TODO(")
+        assert todos >= 2 and stubs == todos, f.path
+
+
+def test_cli_check_reports_a_stale_starter(root, tmp_path):
+    for name in ("assignment.yaml",):
+        (tmp_path / name).write_text((root / name).read_text())
+    (tmp_path / "solutions").mkdir()
+    for src in (root / "solutions").glob("*.cu"):
+        (tmp_path / "solutions" / src.name).write_text(src.read_text())
+    runner = CliRunner()
+    result = runner.invoke(main, ["--root", str(tmp_path), "starter", "--check"])
+    assert result.exit_code == 1
+    assert "out of date: starter/naive.cu" in result.output
+    result = runner.invoke(main, ["--root", str(tmp_path), "starter"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "starter" / "tiled.cu").read_text() == (root / "starter" / "tiled.cu").read_text()
+    result = runner.invoke(main, ["--root", str(tmp_path), "starter", "--check"])
+    assert result.exit_code == 0 and "up to date" in result.output
+
+
+def test_cli_reports_a_broken_solution(root, tmp_path):
+    (tmp_path / "assignment.yaml").write_text((root / "assignment.yaml").read_text())
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "naive.cu").write_text("// BEGIN SOLUTION\n")
+    result = CliRunner().invoke(main, ["--root", str(tmp_path), "starter"])
+    assert result.exit_code == 1
+    assert "naive.cu:1: a solution region must start with at least one '// HINT:' line" in result.output
