@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 
 TEST(HarnessWithoutGpu, ReportsNoDevice) {
-  if (gpu_available()) GTEST_SKIP() << "a GPU is present; this test is about machines without one";
+  if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
   TempDir dir;
   const ProcessResult r = run_with_case_text(
       R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})",
