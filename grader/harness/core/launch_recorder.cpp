@@ -167,55 +167,43 @@ void LaunchRecorder::flush() {
   if (state().active) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
+// Moves the records that match `pred` out of `pending`, handing each to `take`.
+template <typename Pending, typename Pred, typename Take>
+void extract(std::vector<Pending>& pending, Pred pred, Take take) {
+  std::vector<Pending> kept;
+  for (Pending& p : pending) {
+    if (pred(p)) {
+      take(p);
+    } else {
+      kept.push_back(std::move(p));
+    }
+  }
+  pending.swap(kept);
+}
+
 WindowRecord LaunchRecorder::take(uint64_t window) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  WindowRecord out;
-  auto in_window = [&](uint32_t correlation) {
-    auto it = s.window_of.find(correlation);
+  auto in_window = [&](const auto& pending) {
+    auto it = s.window_of.find(pending.correlation);
     return it != s.window_of.end() && it->second == window;
   };
-  std::vector<PendingKernel> kept_kernels;
-  for (PendingKernel& k : s.kernels) {
-    if (in_window(k.correlation)) {
-      out.kernels.push_back(std::move(k.launch));
-    } else {
-      kept_kernels.push_back(std::move(k));
-    }
-  }
-  s.kernels.swap(kept_kernels);
-  std::vector<PendingMemory> kept_memory;
-  for (PendingMemory& m : s.memory) {
-    if (in_window(m.correlation)) {
-      out.memory.push_back(std::move(m.op));
-    } else {
-      kept_memory.push_back(std::move(m));
-    }
-  }
-  s.memory.swap(kept_memory);
+  WindowRecord out;
+  extract(s.kernels, in_window, [&](PendingKernel& k) { out.kernels.push_back(std::move(k.launch)); });
+  extract(s.memory, in_window, [&](PendingMemory& m) { out.memory.push_back(std::move(m.op)); });
   return out;
 }
 
 std::vector<KernelLaunch> LaunchRecorder::take_unattributed() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  auto outside = [&](const auto& pending) { return s.window_of.count(pending.correlation) == 0; };
   std::vector<KernelLaunch> out;
-  std::vector<PendingKernel> kept;
-  for (PendingKernel& k : s.kernels) {
-    const bool windowed = s.window_of.count(k.correlation) != 0;
-    if (windowed) {
-      kept.push_back(std::move(k));
-    } else if (!is_harness_kernel(k.launch)) {
-      out.push_back(std::move(k.launch));
-    }
-  }
-  s.kernels.swap(kept);
-  // The harness's own copies and memsets run outside every window.
-  std::vector<PendingMemory> kept_memory;
-  for (PendingMemory& m : s.memory) {
-    if (s.window_of.count(m.correlation) != 0) kept_memory.push_back(std::move(m));
-  }
-  s.memory.swap(kept_memory);
+  extract(s.kernels, outside, [&](PendingKernel& k) {
+    if (!is_harness_kernel(k.launch)) out.push_back(std::move(k.launch));
+  });
+  // The harness's own copies and memsets run outside every window: dropped.
+  extract(s.memory, outside, [](PendingMemory&) {});
   return out;
 }
 

@@ -81,6 +81,11 @@ json verify_timing(const CaseFile& file, const CaseSpec& spec, const json& timin
   return out;
 }
 
+json failed_case(const CaseSpec& spec, bool ran, const std::string& reason) {
+  return {{"name", spec.name}, {"j", spec.j},     {"k", spec.k},        {"l", spec.l},
+          {"ran", ran},        {"passed", false}, {"reasons", {reason}}};
+}
+
 }  // namespace
 
 json verify_case(const CaseFile& file, const CaseSpec& spec, const json& r) {
@@ -149,27 +154,17 @@ json verify_run(const CaseFile& file, const json& harness) {
         cases.push_back(verify_case(file, spec, *found));
       } catch (const json::exception& e) {
         // The result file is written by the process that runs student code.
-        cases.push_back({{"name", spec.name},
-                         {"j", spec.j},
-                         {"k", spec.k},
-                         {"l", spec.l},
-                         {"ran", true},
-                         {"passed", false},
-                         {"reasons", {std::string("the harness result for this case is malformed: ") + e.what()}}});
+        cases.push_back(
+            failed_case(spec, true, std::string("the harness result for this case is malformed: ") + e.what()));
       }
       continue;
     }
     const bool was_running = current.is_string() && current.get<std::string>() == spec.name;
-    cases.push_back({{"name", spec.name},
-                     {"j", spec.j},
-                     {"k", spec.k},
-                     {"l", spec.l},
-                     {"ran", false},
-                     {"passed", false},
-                     {"stopped_here", was_running},
-                     {"reasons",
-                      {was_running ? "the harness process ended while running this case"
-                                   : "not run: the harness stopped before this case"}}});
+    json verdict = failed_case(spec, false,
+                               was_running ? "the harness process ended while running this case"
+                                           : "not run: the harness stopped before this case");
+    verdict["stopped_here"] = was_running;
+    cases.push_back(std::move(verdict));
   }
   size_t passed = 0;
   for (const json& c : cases) passed += c.at("passed").get<bool>() ? 1 : 0;
