@@ -29,14 +29,22 @@ include("${PROJECT_BINARY_DIR}/tilelab_parts.cmake")
 # built from the part's source file, and its GPU test: the part's public and
 # hidden cases run through the harness, expecting the given harness status
 # ("pass": every case right; "not_implemented": the starter's TODO stubs).
+#
+# The part file compiles alone into <set>_<part>_object, so a compile error
+# is told apart from a link error (a launcher with the wrong signature), and
+# the grader can audit the object's symbols: build/<set>/<part>.objects
+# names its object file.
 function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
   cmake_parse_arguments(ARG "NO_TEST" "EXPECT" "" ${ARGN})
   set(target ${SET}_${PART})
   string(TOUPPER "${SIGNATURE}" signature_upper)
-  add_executable(${target} "${PROJECT_SOURCE_DIR}/grader/harness/part_main.cu" "${SOURCE}")
+  add_library(${target}_object OBJECT "${SOURCE}")
+  target_include_directories(${target}_object PRIVATE "${PROJECT_SOURCE_DIR}/include")
+  file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/${SET}/${PART}.objects" CONTENT "$<TARGET_OBJECTS:${target}_object>\n")
+  add_executable(${target} "${PROJECT_SOURCE_DIR}/grader/harness/part_main.cu")
   target_compile_definitions(${target} PRIVATE
     TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
-  target_link_libraries(${target} PRIVATE tilelab_harness)
+  target_link_libraries(${target} PRIVATE ${target}_object tilelab::tilelab_harness)
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME ${PART}
     RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/${SET}")
@@ -56,6 +64,9 @@ endfunction()
 # the part is reported missing and skipped, and the grader scores it as such.
 function(tilelab_add_part_set SET DIR)
   cmake_parse_arguments(ARG "REQUIRED" "EXPECT" "" ${ARGN})
+  if(NOT ARG_EXPECT)
+    set(ARG_EXPECT pass)
+  endif()
   foreach(part IN LISTS TILELAB_PARTS)
     set(source "${DIR}/${TILELAB_PART_${part}_FILE}")
     if(NOT EXISTS "${source}")

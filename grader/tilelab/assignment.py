@@ -24,7 +24,12 @@ SIGNATURES = {
 }
 DISTRIBUTIONS = ("uniform", "small_int")
 PROP_KEYS = ("sharedMemPerBlock", "maxThreadsPerBlock")
-CASE_SETS = ("public", "hidden", "timing")
+CASE_SETS = ("public", "hidden", "timing", "memcheck", "racecheck")
+GRADED_SETS = ("public", "hidden")  # their case names share one namespace in reports
+SHARED_MEMORY_POLICIES = ("any", "required", "dynamic_only")
+CEILINGS = {"fp32_fma": "FP32 FMA peak"}  # measured ceilings a speed target may be a fraction of
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+STAGE_TIME_LIMITS = ("build", "correctness", "sanitizer", "speed")
 MAX_DIMENSION = 1 << 20
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -69,6 +74,8 @@ class Part:
     tolerance: dict
     points: dict
     cases: dict  # set name -> tuple of Case
+    shared_memory: str  # one of SHARED_MEMORY_POLICIES
+    speed_target: float  # full speed credit at this fraction of the roofline bound
 
     @property
     def declaration(self) -> str:
@@ -80,6 +87,7 @@ class Assignment:
     path: Path
     name: str
     title: str
+    grading: dict  # time_limits, visibility, speed (ceiling, zero_below)
     timing: dict
     parts: tuple
 
@@ -185,7 +193,7 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
     raw = _mapping(
         raw,
         where,
-        required=("id", "title", "file", "launcher", "signature", "teaches", "points", "cases"),
+        required=("id", "title", "file", "launcher", "signature", "teaches", "points", "cases", "launch", "speed"),
         optional=("tolerance",),
     )
     part_id = _string(raw["id"], f"{where}.id", _ID_RE, "lower-case letters, digits and '_'")
@@ -205,21 +213,33 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
     points = _mapping(raw["points"], f"{where}.points", required=("correctness", "speed"))
     points = {key: _number(points[key], f"{where}.points.{key}", 0, 1000) for key in ("correctness", "speed")}
 
-    raw_cases = _mapping(raw["cases"], f"{where}.cases", required=("public", "hidden", "timing"))
+    raw_cases = _mapping(raw["cases"], f"{where}.cases", required=CASE_SETS)
     cases = {}
-    seen = {}
+    graded_names = {}
     for set_name in CASE_SETS:
         entries = raw_cases[set_name]
         if not isinstance(entries, list) or not entries:
             _fail(f"{where}.cases.{set_name}", "must be a non-empty list")
         parsed = []
+        names = {}
         for i, entry in enumerate(entries):
             case = _parse_case(entry, f"{where}.cases.{set_name}[{i}]", signature)
+            # Each set runs in its own harness run; public and hidden cases are
+            # also reported side by side, so they share one namespace.
+            seen = graded_names if set_name in GRADED_SETS else names
             if case.name in seen:
                 _fail(f"{where}.cases.{set_name}[{i}]", f"case {case.name} is already listed in {seen[case.name]}")
             seen[case.name] = f"cases.{set_name}"
             parsed.append(case)
         cases[set_name] = tuple(parsed)
+
+    launch = _mapping(raw["launch"], f"{where}.launch", required=("shared_memory",))
+    if launch["shared_memory"] not in SHARED_MEMORY_POLICIES:
+        _fail(f"{where}.launch.shared_memory", f"must be one of {', '.join(SHARED_MEMORY_POLICIES)}")
+    if launch["shared_memory"] == "dynamic_only" and signature != "rectangular_props":
+        _fail(f"{where}.launch.shared_memory", "dynamic_only needs a launcher that is given cudaDeviceProp")
+    speed = _mapping(raw["speed"], f"{where}.speed", required=("target",))
+    speed_target = _number(speed["target"], f"{where}.speed.target", 1e-6, 1.0)
     return Part(
         id=part_id,
         title=_string(raw["title"], f"{where}.title"),
@@ -230,12 +250,35 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
         tolerance=tolerance,
         points=points,
         cases=cases,
+        shared_memory=launch["shared_memory"],
+        speed_target=speed_target,
     )
 
 
+def _parse_grading(raw: Any) -> dict:
+    raw = _mapping(raw, "grading", required=("time_limits", "visibility", "speed"))
+    limits = _mapping(raw["time_limits"], "grading.time_limits", required=STAGE_TIME_LIMITS)
+    visibility = _mapping(raw["visibility"], "grading.visibility", required=GRADED_SETS)
+    for key, value in visibility.items():
+        if value not in VISIBILITIES:
+            _fail(f"grading.visibility.{key}", f"must be one of {', '.join(VISIBILITIES)}, got {value!r}")
+    speed = _mapping(raw["speed"], "grading.speed", required=("ceiling", "zero_below"))
+    if speed["ceiling"] not in CEILINGS:
+        _fail("grading.speed.ceiling", f"must be one of {', '.join(CEILINGS)}, got {speed['ceiling']!r}")
+    return {
+        "time_limits": {k: _number(limits[k], f"grading.time_limits.{k}", 1, 3600) for k in STAGE_TIME_LIMITS},
+        "visibility": dict(visibility),
+        "speed": {
+            "ceiling": speed["ceiling"],
+            "zero_below": _number(speed["zero_below"], "grading.speed.zero_below", 0.0, 0.99),
+        },
+    }
+
+
 def parse_assignment(doc: Any, path: Path) -> Assignment:
-    doc = _mapping(doc, "assignment.yaml", required=("name", "title", "defaults", "timing", "parts"))
+    doc = _mapping(doc, "assignment.yaml", required=("name", "title", "defaults", "grading", "timing", "parts"))
     defaults = _mapping(doc["defaults"], "defaults", optional=("tolerance",))
+    grading = _parse_grading(doc["grading"])
     timing = _mapping(
         doc["timing"],
         "timing",
@@ -260,6 +303,7 @@ def parse_assignment(doc: Any, path: Path) -> Assignment:
         path=path,
         name=_string(doc["name"], "name", _ID_RE, "lower-case letters, digits and '_'"),
         title=_string(doc["title"], "title"),
+        grading=grading,
         timing=timing,
         parts=parts,
     )

@@ -52,38 +52,120 @@ def starter(ctx: click.Context, check: bool) -> None:
     click.echo(f"starter/ is up to date ({len(files)} parts)")
 
 
-@main.command()
-@click.option("--build", "build_dir", type=click.Path(file_okay=False), default="build", show_default=True,
-              help="CMake build directory holding <set>/<part> harnesses and bin/tilelab-verify.")
-@click.option("--set", "part_set", default="solution", show_default=True,
-              help="Which built set to run: solution, starter or submission.")
-@click.option("--part", "parts", multiple=True, help="Only this part (repeatable; default: every part).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where case files, outputs and bench.json go (default: BUILD/bench-SET).")
-@click.pass_context
-def bench(ctx: click.Context, build_dir: str, part_set: str, parts: tuple, out_dir: str | None) -> None:
-    """Run every part's cases and time it at its large sizes; print a table."""
-    from .bench import bench as run_bench, format_table
-
-    root = _root(ctx.obj["root"])
-    build = Path(build_dir).resolve()
-    if not (build / "bin" / "tilelab-verify").exists():
-        raise click.ClickException(f"{build} holds no built project (cmake --build {build_dir} first)")
+def _load(root: Path):
     try:
-        assignment = load_assignment(root / ASSIGNMENT_FILE)
+        return load_assignment(root / ASSIGNMENT_FILE)
     except AssignmentError as e:
         raise click.ClickException(str(e)) from None
-    for part_id in parts:
+
+
+def _build_dir(root: Path, build_dir: str | None) -> Path:
+    build = Path(build_dir).resolve() if build_dir else root / "build"
+    for tool in ("tilelab-verify", "tilelab-roofline"):
+        if not (build / "bin" / tool).exists():
+            raise click.ClickException(
+                f"{build} holds no built project ({tool} is missing): run ./scripts/bootstrap, "
+                f"or cmake --build {build}"
+            )
+    return build
+
+
+_BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=False), default=None,
+                             help="Built project tree (default: ROOT/build).")
+
+
+@main.command()
+@click.argument("submission", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where results.json and the reports go (default: ./tilelab-results).")
+@_BUILD_OPTION
+@click.option("--seed", type=int, default=None, help="Input seed (default: a fresh one; give one to regrade identically).")
+@click.option("--part", "parts", multiple=True, help="Grade only this part (repeatable).")
+@click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer (faster; those stages show as not run).")
+@click.pass_context
+def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: str | None, seed: int | None,
+          parts: tuple, no_sanitizers: bool) -> None:
+    """Grade a directory of part files: results.json, reports, detailed JSON."""
+    from .grading_run import run_grading
+
+    root = _root(ctx.obj["root"])
+    out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-results"
+    code = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
+                       parts=parts, sanitizers=not no_sanitizers, echo=click.echo)
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("part", required=False)
+@click.option("--dir", "work_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Directory holding your part files (default: ROOT/starter).")
+@_BUILD_OPTION
+@click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer for a faster answer.")
+@click.pass_context
+def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None,
+          no_sanitizers: bool) -> None:
+    """Run the public cases of one part (or all) on this machine's GPU."""
+    from .check_view import print_check
+    from .grade import GradeOptions, grade as run_grade
+    from .report import write_reports
+
+    root = _root(ctx.obj["root"])
+    assignment = _load(root)
+    if part is not None:
         try:
-            assignment.part(part_id)
+            assignment.part(part)
         except AssignmentError as e:
             raise click.ClickException(str(e)) from None
-    out = Path(out_dir).resolve() if out_dir else build / f"bench-{part_set}"
-    rows = run_bench(assignment, build, part_set, out, only=parts)
-    click.echo(format_table(rows))
-    if any(r.status == "no GPU" for r in rows):
-        click.echo("GPU stages did not run: no CUDA device.")
-    if any(r.status in ("failed", "not built") for r in rows):
+    build = _build_dir(root, build_dir)
+    submission = Path(work_dir).resolve() if work_dir else root / "starter"
+    out = build / "check"
+    opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=(part,) if part else (),
+                       sanitizers=not no_sanitizers, progress=lambda m: click.echo(f"... {m}", err=True))
+    result = run_grade(submission, opt)
+    write_reports(result, out, audience="student")
+    print_check(result)
+    click.echo(f"full report: {out / 'report.md'}")
+    sys.exit(0 if all(p.failed_stage is None for p in result.parts) and result.gpu else 1)
+
+
+@main.command()
+@_BUILD_OPTION
+@click.option("--refresh", is_flag=True, help="Measure again instead of using the cached figures.")
+@click.pass_context
+def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
+    """Measure (once per GPU, then cached) and print the GPU's ceilings."""
+    from . import roofline as rl
+
+    root = _root(ctx.obj["root"])
+    build = _build_dir(root, build_dir)
+    try:
+        ceilings = rl.get_ceilings(build / "bin" / "tilelab-roofline", refresh=refresh)
+    except rl.RooflineError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(rl.describe(ceilings))
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@_BUILD_OPTION
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where the gradings go (default: BUILD/selftest).")
+@click.option("--jobs", type=int, default=4, show_default=True, help="Hand-ins graded at the same time.")
+@click.pass_context
+def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: str | None, jobs: int) -> None:
+    """Grade the known-good and known-bad hand-ins of tests/submissions and
+    compare with their expected verdicts (NAMES: only these hand-ins)."""
+    from .selftest import SelftestError, format_rows, run_selftest
+
+    root = _root(ctx.obj["root"])
+    build = _build_dir(root, build_dir)
+    out = Path(out_dir).resolve() if out_dir else build / "selftest"
+    try:
+        rows, gpu = run_selftest(root, build, out, names=names, jobs=jobs, echo=lambda m: click.echo(m, err=True))
+    except SelftestError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(format_rows(rows, gpu))
+    if not rows or not all(r.ok for r in rows):
         sys.exit(1)
 
 

@@ -1,0 +1,50 @@
+"""The terminal view of `tilelab check`: one table, then what to fix first."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .model import STAGE_TITLES, GradeResult
+
+_STYLE = {"passed": ("ok", "green"), "failed": ("FAIL", "bold red"), "not_run": ("-", "dim"),
+          "error": ("grader error", "yellow")}
+
+
+def _cell(status: str) -> str:
+    text, style = _STYLE[status]
+    return f"[{style}]{text}[/{style}]"
+
+
+def print_check(result: GradeResult, console: Console = None) -> None:
+    console = console or Console()
+    gpu = result.gpu.get("name") if result.gpu else "no GPU: GPU stages not run"
+    table = Table(title=f"tilelab check ({gpu})", title_justify="left")
+    for column in ("part", "build", "public cases", "launch", "memcheck", "racecheck", "speed", "points"):
+        table.add_column(column)
+    for p in result.parts:
+        public = [c for c in p.cases if c.set == "public"]
+        cases = f"{sum(c.passed for c in public)}/{len(public)}" if public else _cell(p.stages["correctness"].status)
+        if public and not all(c.passed for c in public):
+            cases = f"[bold red]{cases}[/bold red]"
+        speed = _cell(p.stages["speed"].status)
+        if p.speed is not None:
+            speed = f"{p.speed.gflops:.0f} / {p.speed.target_gflops:.0f} GFLOP/s"
+        build = _cell("failed" if "failed" in (p.stages["static"].status, p.stages["build"].status)
+                      else p.stages["build"].status)
+        table.add_row(p.id, build, cases, _cell(p.stages["launch"].status), _cell(p.stages["memcheck"].status),
+                      _cell(p.stages["racecheck"].status), speed, f"{p.score:.1f} / {p.max_score:.1f}")
+    console.print(table)
+    for note in result.notes:
+        console.print(f"[yellow]{note}[/yellow]")
+    for p in result.parts:
+        failed = p.failed_stage
+        if failed is None:
+            continue
+        st = p.stages[failed]
+        console.print(f"[bold]{p.id}[/bold]: {STAGE_TITLES[failed]}: {st.summary}")
+        detail_lines = st.details.splitlines()[:12]
+        for line in detail_lines:
+            console.print(f"    {line}", markup=False, highlight=False)
+        for hint in st.hints:
+            console.print(f"  [cyan]->[/cyan] {hint}")

@@ -1,0 +1,447 @@
+"""One grading of one hand-in: the pipeline behind `tilelab grade` and `tilelab check`.
+
+Per part: static checks -> build -> correctness -> launch checks ->
+memcheck -> racecheck -> speed. The phases run part by part where that is
+safe and fast: builds and sanitizers in parallel (CPU-bound), correctness
+runs one after another, timing strictly alone on the GPU. Every phase has a
+time limit; a part that fails, hangs or crashes costs only itself. Without
+a GPU every GPU stage is reported as not run.
+
+`check` is the same pipeline on the public cases with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import secrets
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import process, roofline
+from .assignment import Assignment, Part, load_assignment
+from .build import SubmissionBuild
+from .diagnose import STATUS_HINTS, case_hints
+from .gpu_lock import GpuLock
+from .launch_checks import check_launches, launch_rows
+from .model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+from .paths import ASSIGNMENT_FILE
+from .runner import exit_codes, run_harness, verify, write_cases
+from .sanitizer import run_sanitizer
+from .scoring import gflops, intensity, scoring_time, speed_fraction
+from .static_checks import check_source, kernel_names
+
+CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
+NO_GPU = "not run: no CUDA device on this machine"
+
+
+@dataclass
+class GradeOptions:
+    root: Path
+    build_dir: Path  # a configured and built tree of this project (harness libraries, tools)
+    out_dir: Path
+    mode: str = "grade"  # "grade" or "check"
+    seed: Optional[int] = None
+    parts: tuple = ()  # only these parts (default: all)
+    sanitizers: bool = True
+    timing: bool = True
+    jobs: int = max(1, (os.cpu_count() or 2))
+    refresh_roofline: bool = False
+    progress: Callable[[str], None] = field(default=lambda message: None)
+    gpu_lock: GpuLock = field(default_factory=GpuLock)  # shared with gradings running beside this one
+
+
+@dataclass
+class _Part:
+    """Working state of one part while it is graded."""
+
+    part: Part
+    result: PartResult
+    source: Path
+    kernels: set = field(default_factory=set)
+    binary: Optional[Path] = None
+    harness_result: Optional[dict] = None
+    cases_all_passed: bool = False
+    hidden_names: dict = field(default_factory=dict)  # name in the case file -> real case name
+
+    def stage(self, name: str) -> Stage:
+        return self.result.stages[name]
+
+    def set(self, name: str, status: str, summary: str, details: str = "", seconds: float = 0.0,
+            hints: Optional[list] = None) -> None:
+        self.result.stages[name] = Stage(name, status, summary, details, round(seconds, 3), list(hints or []))
+
+    def skip_from(self, first: str, summary: str) -> None:
+        """Marks `first` and every later stage not run, with the reason."""
+        for name in STAGES[STAGES.index(first):]:
+            if self.stage(name).status == "not_run" and not self.stage(name).summary:
+                self.set(name, "not_run", summary)
+
+
+def _tool(build_dir: Path, name: str) -> Path:
+    path = build_dir / "bin" / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: build the project first (cmake --build {build_dir})")
+    return path
+
+
+def grade(submission: Path, opt: GradeOptions) -> GradeResult:
+    clock = time.monotonic()
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    assignment = load_assignment(opt.root / ASSIGNMENT_FILE)
+    parts = [p for p in assignment.parts if not opt.parts or p.id in opt.parts]
+    seed = opt.seed if opt.seed is not None else (CHECK_SEED if opt.mode == "check" else secrets.randbits(40))
+    sets = ("public", "hidden") if opt.mode == "grade" else ("public",)
+    verify_tool = _tool(opt.build_dir, "tilelab-verify")
+    roofline_tool = _tool(opt.build_dir, "tilelab-roofline")
+    work = opt.out_dir / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    timings: dict = {}
+    notes: list = []
+
+    def timed(phase: str):
+        class _Timer:
+            def __enter__(self):
+                self.start = time.monotonic()
+
+            def __exit__(self, *exc):
+                timings[phase] = round(timings.get(phase, 0.0) + time.monotonic() - self.start, 3)
+
+        return _Timer()
+
+    states = [_new_state(p, submission, sets) for p in parts]
+
+    with timed("gpu probe and ceilings"):
+        gpu, ceilings = _probe_gpu(roofline_tool, opt, notes)
+
+    opt.progress("static checks")
+    with timed("static checks"):
+        for s in states:
+            found = check_source(s.source, s.part)
+            s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=found.hints)
+            if found.ok:
+                s.kernels = kernel_names(s.source.read_text(encoding="utf-8"))
+            else:
+                s.skip_from("build", "not run: the static checks failed")
+
+    opt.progress("build")
+    with timed("build"):
+        _build(states, opt, assignment, work)
+
+    runnable = [s for s in states if s.binary is not None]
+    if gpu is None:
+        for s in runnable:
+            s.skip_from("correctness", NO_GPU)
+    else:
+        opt.progress("correctness")
+        with timed("correctness"), opt.gpu_lock.shared():
+            codes = exit_codes(verify_tool)
+            for s in runnable:
+                _correctness(s, sets, seed, work, assignment, verify_tool, codes)
+        with timed("launch checks"):
+            for s in runnable:
+                _launch_checks(s)
+        if opt.sanitizers:
+            opt.progress("compute-sanitizer")
+            with timed("sanitizers"), opt.gpu_lock.shared():
+                _sanitizers(runnable, seed, work, assignment, opt)
+        if opt.timing:
+            opt.progress("speed")
+            with timed("speed"), opt.gpu_lock.exclusive():
+                for s in runnable:
+                    _speed(s, seed, work, assignment, verify_tool, ceilings)
+
+    for s in states:
+        for name in STAGES:  # anything still unset was skipped on purpose
+            if s.stage(name).status == "not_run" and not s.stage(name).summary:
+                s.set(name, "not_run", "not run: switched off for this run" if gpu else NO_GPU)
+        for c in s.result.cases:
+            if not c.ran and c.reasons == ["not run"]:
+                c.reasons = [s.stage("correctness").summary]
+        _score(s, assignment, sets)
+
+    return GradeResult(
+        assignment=assignment.name,
+        mode=opt.mode,
+        submission=str(submission),
+        seed=seed,
+        gpu=gpu,
+        ceilings=_ceilings_dict(ceilings) if ceilings else None,
+        parts=[s.result for s in states],
+        started=started,
+        seconds=round(time.monotonic() - clock, 3),
+        timings=timings,
+        notes=notes,
+        title=assignment.title,
+    )
+
+
+def _ceilings_dict(c) -> dict:
+    return {"device_name": c.device_name, "device_uuid": c.device_uuid, "fp32_gflops": round(c.fp32_gflops, 1),
+            "dram_gbps": round(c.dram_gbps, 1), "ridge": round(c.ridge, 2), "measured_at": c.measured_at}
+
+
+def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
+    n_cases = sum(len(part.cases[s]) for s in sets)
+    result = PartResult(
+        id=part.id,
+        title=part.title,
+        file=part.file,
+        stages={name: Stage(name, "not_run") for name in STAGES},
+        correctness_max=part.points["correctness"],
+        speed_max=part.points["speed"],
+        hidden_total=len(part.cases["hidden"]) if "hidden" in sets else 0,
+    )
+    # Every graded case is listed from the start, as not run; the
+    # correctness stage replaces them with what really happened.
+    result.cases = [CaseResult(name=c.name, set=set_name, j=c.j, k=c.k, l=c.l, passed=False, ran=False,
+                               status="not_run", reasons=["not run"])
+                    for set_name in sets for c in part.cases[set_name]]
+    state = _Part(part, result, submission / part.file)
+    state.hidden_names = {f"h{i + 1:02d}": c.name for i, c in enumerate(part.cases["hidden"])} if "hidden" in sets else {}
+    assert n_cases > 0
+    return state
+
+
+def _probe_gpu(tool: Path, opt: GradeOptions, notes: list):
+    """The device facts and its measured ceilings, or (None, None) without a GPU."""
+    probe = process.run([tool, "--device"], 60)
+    if probe.exit_code != 0:
+        notes.append("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, "
+                     "speed) did not run, and score nothing.")
+        return None, None
+    try:
+        gpu = json.loads(probe.stdout)
+    except ValueError:
+        notes.append("The GPU probe returned no readable answer: GPU stages did not run.")
+        return None, None
+    # Measured (once per GPU, then cached) with the GPU to itself.
+    with opt.gpu_lock.exclusive():
+        ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline)
+    return gpu, ceilings
+
+
+def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> None:
+    todo = [s for s in states if s.stage("static").status == "passed"]
+    if not todo:
+        return
+    builder = SubmissionBuild(opt.root, opt.build_dir, work / "submission")
+    builder.copy_sources([s.source for s in todo])
+    limit = assignment.grading["time_limits"]["build"]
+    if not builder.configure(limit):
+        for s in todo:
+            s.set("build", "error", "the grader could not configure the build (not your fault)",
+                  builder.configure_output[-4000:])
+            s.skip_from("correctness", "not run: the build could not be configured")
+        return
+    with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
+        builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))
+    for s, b in zip(todo, builds):
+        if b.failed_step == "audit":
+            s.set("static", "failed", b.summary, b.details)
+            s.set("build", "not_run", "not run: the compiled part failed the static checks")
+        elif not b.ok:
+            hints = [f"The launcher must be declared exactly as: {s.part.declaration}"] if b.failed_step == "link" else []
+            s.set("build", "failed", b.summary, b.details, b.seconds, hints)
+        else:
+            s.set("build", "passed", b.summary, "", b.seconds)
+            s.binary = b.binary
+        if s.binary is None:
+            s.skip_from("correctness", "not run: the part did not build")
+
+
+def _harness_failure(run) -> Optional[str]:
+    """Why a harness run ended abnormally, in words, or None."""
+    if run.timed_out:
+        return "timeout"
+    if run.exit_code is None and run.signal is not None:
+        return f"signal {run.signal}"
+    return None
+
+
+def _mark_stopped_case(cases: list, run, limit: float, exit_codes: dict) -> None:
+    """Names what ended the harness in the case it was running: the verifier
+    only knows the process stopped there."""
+    stuck = [c for c in cases if not c.ran and c.reasons and "while running" in c.reasons[0]]
+    for c in stuck:
+        if run.timed_out:
+            c.status, c.reasons = "timeout", [f"did not finish within {limit:.0f} s"]
+        elif run.exit_code in exit_codes:
+            info = exit_codes[run.exit_code]
+            c.status, c.reasons = info["name"], [info["meaning"]]
+        elif run.signal is not None:
+            c.status, c.reasons = "crash", [f"the process was killed by signal {run.signal}"]
+
+
+def _case_results(verdict: dict, sets: tuple, part: Part, hidden_names: dict) -> list:
+    set_of = {c.name: name for name in sets for c in part.cases[name]}
+    results = []
+    for v in verdict.get("cases", []):
+        name = hidden_names.get(v["name"], v["name"])
+        comparison = v.get("comparison", {})
+        errors = [
+            ElementError(e["row"], e["col"], e["expected"],
+                         e["fault"] if e["fault"] in ("nan", "unwritten") else str(e["got"]), e["allowed"])
+            for e in comparison.get("first", [])
+        ]
+        results.append(CaseResult(
+            name=name, set=set_of.get(name, "public"), j=v["j"], k=v["k"], l=v["l"],
+            passed=bool(v["passed"]), ran=bool(v.get("ran", False)), status=v.get("status", "not_run"),
+            reasons=list(v.get("reasons", [])), wrong=comparison.get("wrong", 0), nan=comparison.get("nan", 0),
+            unwritten=comparison.get("unwritten", 0), exact=bool(v.get("exact", False)), first_errors=errors,
+        ))
+    return results
+
+
+def _case_list_summary(cases: list) -> str:
+    """Public cases only: the summary is shown to students before hidden
+    results are published (the hidden count lives in the cases themselves)."""
+    public = [c for c in cases if c.set == "public"]
+    text = f"{sum(c.passed for c in public)}/{len(public)} public cases passed"
+    failed = [c.name for c in public if not c.passed]
+    if failed:
+        text += " (failed: " + ", ".join(failed[:6]) + (", ..." if len(failed) > 6 else "") + ")"
+    return text
+
+
+def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
+                 exit_codes: dict) -> None:
+    # Hidden cases get opaque names in the case file, so nothing the harness
+    # prints (and a student may see) names their sizes.
+    reverse = {real: opaque for opaque, real in s.hidden_names.items()}
+    entries = [(reverse.get(c.name, c.name), c) for name in sets for c in s.part.cases[name]]
+    case_file = write_cases(s.part, entries, work / s.part.id / "cases", seed)
+    limit = assignment.grading["time_limits"]["correctness"]
+    run = run_harness(s.binary, case_file, limit)
+    s.harness_result = run.result
+    verdict = verify(verify_tool, case_file)
+    s.result.cases = _case_results(verdict, sets, s.part, s.hidden_names)
+    _mark_stopped_case(s.result.cases, run, limit, exit_codes)
+    failure = _harness_failure(run)
+    s.cases_all_passed = all(c.passed for c in s.result.cases)
+    summary = _case_list_summary(s.result.cases)
+    if failure == "timeout":
+        summary = f"the part did not finish within {limit:.0f} s; {summary}"
+    elif failure:
+        summary = f"the harness was killed ({failure}); {summary}"
+    if run.output_bytes > 10 * 1024 * 1024:
+        summary += f"; the part printed {run.output_bytes / 1e6:.0f} MB (only the start and end are kept)"
+    details = run.stderr.strip()
+    s.set("correctness", "passed" if s.cases_all_passed else "failed", summary,
+          details if not s.cases_all_passed else "", run.seconds, case_hints(s.result.cases))
+    s.result.launches = launch_rows(run.result or {})
+
+
+def _launch_checks(s: _Part) -> None:
+    if s.harness_result is None:
+        s.set("launch", "not_run", "not run: the correctness run left no launch records")
+        return
+    try:
+        check = check_launches(s.harness_result, s.part.file, s.kernels, s.part.shared_memory)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        check_status, summary = "failed", f"the launch records are malformed ({e})"
+        s.set("launch", check_status, summary)
+        return
+    s.set("launch", check.status, check.summary, check.details, hints=check.hints)
+
+
+def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, opt: GradeOptions) -> None:
+    limit = assignment.grading["time_limits"]["sanitizer"]
+    jobs = []
+    for s in runnable:
+        if any(c.status == "timeout" for c in s.result.cases):
+            for tool in ("memcheck", "racecheck"):
+                s.set(tool, "not_run", "not run: the part did not finish its correctness run in time")
+            continue
+        for tool in ("memcheck", "racecheck"):
+            entries = [(c.name, c) for c in s.part.cases[tool]]
+            case_file = write_cases(s.part, entries, work / s.part.id / tool, seed, record_launches=False)
+            jobs.append((s, tool, case_file))
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), opt.jobs))) as pool:
+        runs = list(pool.map(lambda job: run_sanitizer(job[1], job[0].binary, job[2], limit), jobs))
+    for (s, tool, _), r in zip(jobs, runs):
+        s.set(tool, r.status, r.summary, r.details, r.seconds, r.hints)
+
+
+def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings) -> None:
+    if not s.cases_all_passed:
+        s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
+        return
+    entries = [(c.name, c) for c in s.part.cases["timing"]]
+    case_file = write_cases(s.part, entries, work / s.part.id / "timing", seed, timing=assignment.timing)
+    limit = assignment.grading["time_limits"]["speed"]
+    run = run_harness(s.binary, case_file, limit)
+    verdict = verify(verify_tool, case_file)
+    if run.timed_out:
+        s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
+              run.seconds, [STATUS_HINTS["timeout"]])
+        return
+    failed = [c for c in verdict["cases"] if not c["passed"]]
+    if failed:
+        reasons = "; ".join(failed[0]["reasons"])
+        s.set("speed", "failed", f"the timed calls were not all right: {reasons}", run.stderr.strip(), run.seconds,
+              ["Each timed call gets new inputs: a kernel must compute every answer, never reuse an earlier one."])
+        return
+    fractions, speeds = [], []
+    for v in verdict["cases"]:
+        t = v["timing"]
+        flop = 2.0 * v["j"] * v["k"] * v["l"]
+        choice = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
+        achieved = gflops(flop, choice.ms)
+        ai = intensity(v["j"], v["k"], v["l"])
+        bound = ceilings.bound(ai)
+        target = s.part.speed_target * bound
+        zero_below = assignment.grading["speed"]["zero_below"]
+        fraction = speed_fraction(achieved, target, zero_below)
+        flags = list(choice.flags)
+        if achieved > 1.05 * ceilings.fp32_gflops:
+            flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
+                         "right, so it earns nothing; a TA will look at it")
+            fraction = 0.0
+        fractions.append(fraction)
+        speeds.append(Speed(
+            case=f"{v['j']}x{v['k']}x{v['l']}", gflops=round(achieved, 1), time_ms=round(choice.ms, 4),
+            event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
+            ceiling="FP32 FMA peak", ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(bound, 1),
+            intensity=round(ai, 2), target_fraction=s.part.speed_target, target_gflops=round(target, 1),
+            zero_gflops=round(zero_below * target, 1), fraction=round(fraction, 4), flags=flags,
+        ))
+    # Several timing cases combine by geometric mean, so one slow size is felt.
+    fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
+    best = speeds[0]
+    best.fraction = round(fraction, 4)
+    s.result.speed = best
+    s.set("speed", "passed",
+          f"{best.gflops:.0f} GFLOP/s at {best.case}: {100 * fraction:.0f}% of the speed points "
+          f"(full credit from {best.target_gflops:.0f} GFLOP/s)", "", run.seconds)
+
+
+def _score(s: _Part, assignment: Assignment, sets: tuple) -> None:
+    r = s.result
+    graded = [c for c in r.cases if c.set in sets]
+    per_case = r.correctness_max / max(1, sum(len(s.part.cases[name]) for name in sets))
+    withheld = [name for name in ("launch", "memcheck", "racecheck", "speed") if s.stage(name).status == "failed"]
+    r.withheld_by = withheld
+    if withheld:
+        r.correctness_score = 0.0
+        st = s.stage("correctness")
+        titles = {"launch": "launch checks", "memcheck": "memcheck", "racecheck": "racecheck",
+                  "speed": "the timed calls"}
+        st.summary += f" — correctness points withheld: the part failed {', '.join(titles[w] for w in withheld)}"
+    else:
+        r.correctness_score = round(per_case * sum(c.passed for c in graded), 4)
+    eligible = not withheld and s.stage("speed").status == "passed" and r.speed is not None
+    r.speed_score = round(r.speed_max * r.speed.fraction, 4) if eligible else 0.0
+
+
+def write_detailed_json(result: GradeResult, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2))
+    os.replace(tmp, path)

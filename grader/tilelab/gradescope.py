@@ -1,0 +1,238 @@
+"""Gradescope's results.json, from a GradeResult.
+
+Field names and types follow Gradescope's autograder specification
+(gradescope-autograders.readthedocs.io, "specs"): top level score,
+execution_time, output, output_format, test_output_format, test_name_format,
+visibility, stdout_visibility, extra_data, tests, leaderboard; per test
+score, max_score, status, name, name_format, number, output, output_format,
+tags, visibility, extra_data.
+
+Per part, in order: build (0 points, what the static checks and the compiler
+said), public cases, hidden cases (visibility from assignment.yaml; students
+are told up front that they exist), memory safety and launch checks (0
+points each: they gate the correctness points), speed.
+
+A results.json is always written: when the grader itself fails, a visible
+"Autograder error" test says so (not the student's fault) and a hidden one
+holds the traceback for staff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .assignment import Assignment
+from .model import STAGE_TITLES, STAGES, GradeResult, PartResult
+
+_MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
+
+
+def _round(x: float) -> float:
+    return round(float(x), 4)
+
+
+def _visible_status(result: PartResult, name: str) -> str:
+    """A stage's status as students may see it before hidden results are
+    published: correctness counts the public cases only."""
+    st = result.stages[name]
+    if name == "correctness" and st.status == "failed" and result.cases:
+        public = [c for c in result.cases if c.set == "public"]
+        return "passed" if public and all(c.passed for c in public) else "failed"
+    return st.status
+
+
+def _stage_line(result: PartResult, name: str) -> str:
+    st = result.stages[name]
+    status = _visible_status(result, name)
+    return f"- **{STAGE_TITLES[name]}**: {_MARK[status]}{' — ' + st.summary if st.summary else ''}"
+
+
+def _visible_problem(result: PartResult) -> str:
+    for name in STAGES:
+        if _visible_status(result, name) in ("failed", "error"):
+            return f"{STAGE_TITLES[name]}: {result.stages[name].summary}"
+    not_run = [STAGE_TITLES[n] for n in STAGES if result.stages[n].status == "not_run"]
+    return "none so far; not run: " + ", ".join(not_run) if not_run else "none"
+
+
+def _fenced(text: str, max_lines: int = 40) -> str:
+    lines = text.splitlines()
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"[... {len(lines) - max_lines} more lines ...]"]
+    body = "\n".join(lines).replace("```", "'''")
+    return f"```\n{body}\n```"
+
+
+def _stage_block(result: PartResult, names: tuple) -> str:
+    out = []
+    for name in names:
+        st = result.stages[name]
+        out.append(_stage_line(result, name))
+        if st.status == "failed" and st.details:
+            out.append(_fenced(st.details))
+        for hint in st.hints:
+            out.append(f"  - {hint}")
+    return "\n".join(out)
+
+
+def _public_output(result: PartResult) -> str:
+    public = [c for c in result.cases if c.set == "public"]
+    lines = [_stage_line(result, "correctness"), ""]
+    if public:
+        lines += ["| case | j x k x l | result |", "| --- | --- | --- |"]
+        for c in public:
+            verdict = "passed" if c.passed else ("not run" if not c.ran else "FAILED: " + "; ".join(c.reasons))
+            lines.append(f"| {c.name} | {c.j} x {c.k} x {c.l} | {verdict.replace('|', '/')} |")
+        failing = next((c for c in public if not c.passed and c.first_errors), None)
+        if failing is not None:
+            lines += ["", f"First wrong elements of {failing.name} (row, column: expected, got, allowed error):", ""]
+            for e in failing.first_errors:
+                allowed = "exact" if failing.exact else f"{e.allowed:.3g}"
+                lines.append(f"- P[{e.row}][{e.col}]: expected {e.expected:.7g}, got {e.got}, allowed {allowed}")
+    for hint in result.stages["correctness"].hints:
+        lines.append(f"- {hint}")
+    if result.hidden_total:
+        lines += ["", f"This part is also graded on {result.hidden_total} hidden cases; their results appear "
+                      "when grades are published."]
+    return "\n".join(lines)
+
+
+def _hidden_output(result: PartResult) -> str:
+    hidden = [c for c in result.cases if c.set == "hidden"]
+    passed = sum(c.passed for c in hidden)
+    # Names and sizes of hidden cases stay hidden even after publication.
+    return f"{passed} of {len(hidden)} hidden cases passed."
+
+
+def _speed_output(result: PartResult) -> str:
+    st = result.stages["speed"]
+    lines = [_stage_line(result, "speed")]
+    sp = result.speed
+    if sp is not None:
+        lines += [
+            "",
+            f"- achieved: {sp.gflops:.0f} GFLOP/s ({sp.time_ms:.3f} ms at {sp.case})",
+            f"- roofline bound: {sp.bound_gflops:.0f} GFLOP/s = the {sp.ceiling} measured on this GPU "
+            f"({sp.ceiling_value:.0f} GFLOP/s); at {sp.intensity:.0f} FLOP per byte of DRAM traffic the "
+            f"multiplication is compute-bound",
+            f"- full credit from {sp.target_gflops:.0f} GFLOP/s ({100 * sp.target_fraction:.1f}% of the bound), "
+            f"none at or below {sp.zero_gflops:.0f} GFLOP/s",
+        ]
+        lines += [f"- note: {flag}" for flag in sp.flags]
+        if st.status == "passed" and result.speed_score == 0 and sp.fraction > 0:
+            lines.append("- no speed points: the part failed another stage")
+    return "\n".join(lines)
+
+
+def _test(name: str, number: str, score: float, max_score: float, output: str, tags: list,
+          visibility: str = "visible", passed: bool = None) -> dict:
+    if passed is None:
+        passed = abs(score - max_score) < 1e-9
+    return {
+        "name": name,
+        "name_format": "text",
+        "number": number,
+        "score": _round(score),
+        "max_score": _round(max_score),
+        "status": "passed" if passed else "failed",
+        "output": output,
+        "output_format": "md",
+        "tags": tags,
+        "visibility": visibility,
+    }
+
+
+def part_tests(result: PartResult, index: int, visibility: dict) -> list:
+    tags = [result.id]
+    per_case = result.correctness_max / max(1, len(result.cases))
+    public = [c for c in result.cases if c.set == "public"]
+    hidden = [c for c in result.cases if c.set == "hidden"]
+    withheld = bool(result.withheld_by)
+    tests = [
+        _test(f"{result.title}: build", f"{index}.1", 0, 0, _stage_block(result, ("static", "build")), tags,
+              passed=result.stages["build"].status == "passed"),
+    ]
+    public_score = 0.0 if withheld else per_case * sum(c.passed for c in public)
+    tests.append(_test(f"{result.title}: public cases ({len(public)})", f"{index}.2", public_score,
+                       per_case * len(public), _public_output(result), tags, visibility["public"],
+                       passed=bool(public) and all(c.passed for c in public) and not withheld))
+    if hidden:
+        hidden_score = 0.0 if withheld else per_case * sum(c.passed for c in hidden)
+        tests.append(_test(f"{result.title}: hidden cases ({len(hidden)})", f"{index}.3", hidden_score,
+                           per_case * len(hidden), _hidden_output(result), tags, visibility["hidden"],
+                           passed=all(c.passed for c in hidden) and not withheld))
+    tests.append(_test(f"{result.title}: memory safety and races", f"{index}.4", 0, 0,
+                       _stage_block(result, ("memcheck", "racecheck")), tags,
+                       passed=all(result.stages[n].status == "passed" for n in ("memcheck", "racecheck"))))
+    tests.append(_test(f"{result.title}: launch checks", f"{index}.5", 0, 0, _stage_block(result, ("launch",)),
+                       tags, passed=result.stages["launch"].status == "passed"))
+    tests.append(_test(f"{result.title}: speed", f"{index}.6", result.speed_score, result.speed_max,
+                       _speed_output(result), tags))
+    return tests
+
+
+def summary_output(result: GradeResult, tests: list) -> str:
+    """The top of the Gradescope page. Gradescope hides the total while any
+    test is hidden, so this shows only what students may see now."""
+    visible = [t for t in tests if t["visibility"] == "visible"]
+    score = sum(t["score"] for t in visible)
+    max_score = sum(t["max_score"] for t in visible)
+    lines = [f"**{score:.2f} / {max_score:.2f}** points in the tests shown now"]
+    hidden = sum(p.hidden_total for p in result.parts)
+    if hidden:
+        lines.append(f"Hidden cases ({hidden} in all) are graded too; their results appear when grades are published.")
+    if result.gpu:
+        lines.append(f"Graded on {result.gpu.get('name', 'a GPU')}.")
+    lines += [f"- {n}" for n in result.notes]
+    lines += ["", "| part | first problem |", "| --- | --- |"]
+    for p in result.parts:
+        lines.append(f"| {p.title} | {_visible_problem(p).replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def results_json(result: GradeResult, assignment: Assignment) -> dict:
+    tests = []
+    for i, part in enumerate(result.parts, start=1):
+        tests += part_tests(part, i, assignment.grading["visibility"])
+    return {
+        "score": _round(sum(t["score"] for t in tests)),
+        "execution_time": round(result.seconds, 2),
+        "output": summary_output(result, tests),
+        "output_format": "md",
+        "test_output_format": "md",
+        "test_name_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": {"tilelab": {"mode": result.mode, "seed": result.seed, "gpu": result.gpu,
+                                   "ceilings": result.ceilings}},
+        "tests": tests,
+    }
+
+
+def error_results(traceback_text: str) -> dict:
+    """What a student and a TA see when the grader itself fails."""
+    return {
+        "score": 0.0,
+        "output": "The autograder failed while grading this submission. This is not a problem with your "
+                  "work: please tell your instructor or TA.",
+        "output_format": "md",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [
+            {"name": "Autograder error", "score": 0.0, "max_score": 0.0, "status": "failed",
+             "output": "The autograder itself failed; your submission was not graded. Please tell your "
+                       "instructor or TA.", "output_format": "text", "visibility": "visible"},
+            {"name": "Autograder error: details for staff", "score": 0.0, "max_score": 0.0, "status": "failed",
+             "output": traceback_text[-20000:], "output_format": "text", "visibility": "hidden"},
+        ],
+    }
+
+
+def write_results(doc: dict, path: Path) -> None:
+    """Writes the file whole or not at all (a half-written results.json reads as an autograder failure)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False))
+    os.replace(tmp, path)

@@ -1,0 +1,59 @@
+"""`tilelab grade`: one grading, with every output written, whatever happens.
+
+Gradescope reads results.json and nothing else, and a missing or malformed
+file shows as "the autograder failed to execute correctly" with no score.
+So any failure of the grader itself still writes a valid results.json (a
+visible "Autograder error" test and a hidden traceback) before the command
+reports it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Callable, Optional
+
+from .assignment import load_assignment
+from .gradescope import error_results, results_json, write_results
+from .paths import ASSIGNMENT_FILE
+
+EXIT_GRADED = 0
+EXIT_GRADER_ERROR = 2
+
+
+def run_grading(
+    submission: Path,
+    *,
+    root: Path,
+    build_dir: Optional[str],
+    out_dir: Path,
+    seed: Optional[int] = None,
+    parts: tuple = (),
+    sanitizers: bool = True,
+    echo: Callable[[str], None] = print,
+) -> int:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = out_dir / "results.json"
+    try:
+        from .grade import GradeOptions, grade, write_detailed_json
+        from .report import write_reports
+
+        assignment = load_assignment(root / ASSIGNMENT_FILE)
+        build = Path(build_dir).resolve() if build_dir else root / "build"
+        opt = GradeOptions(root=root, build_dir=build, out_dir=out_dir, mode="grade", seed=seed, parts=parts,
+                           sanitizers=sanitizers, progress=lambda m: echo(f"... {m}"))
+        result = grade(submission, opt)
+        write_results(results_json(result, assignment), results_path)
+        write_detailed_json(result, out_dir / "grade.json")
+        write_reports(result, out_dir, audience="student")
+        write_reports(result, out_dir / "staff", audience="staff")
+    except BaseException as exc:  # noqa: BLE001 - the results file must exist whatever went wrong
+        write_results(error_results(traceback.format_exc()), results_path)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        echo(f"tilelab grade: the grader failed ({type(exc).__name__}: {exc}); "
+             f"{results_path} reports an autograder error")
+        return EXIT_GRADER_ERROR
+    echo(f"score {result.score:.2f} / {result.max_score:.2f} in {result.seconds:.1f} s; "
+         f"wrote {results_path}, {out_dir / 'report.md'}, {out_dir / 'report.html'}, {out_dir / 'grade.json'}")
+    return EXIT_GRADED

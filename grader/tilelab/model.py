@@ -1,0 +1,155 @@
+"""What one grading found: the data every output is made from.
+
+`grade()` fills a `GradeResult`; results.json (Gradescope), the Markdown and
+HTML reports and the detailed JSON are all rendered from it and from nothing
+else, so they cannot disagree. `GradeResult.to_dict()` is the detailed JSON.
+
+Stage statuses:
+  passed   the stage ran and found nothing wrong
+  failed   the stage ran and found a fault in the submission
+  not_run  the stage could not run (no GPU, an earlier stage failed); never a pass
+  error    the grader itself failed in this stage (not the student's fault)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+# The stages of a part, in the order they run.
+STAGES = ("static", "build", "correctness", "launch", "memcheck", "racecheck", "speed")
+STAGE_TITLES = {
+    "static": "static checks",
+    "build": "build",
+    "correctness": "correctness",
+    "launch": "launch checks",
+    "memcheck": "memory safety (compute-sanitizer memcheck)",
+    "racecheck": "shared-memory races (compute-sanitizer racecheck)",
+    "speed": "speed",
+}
+STATUSES = ("passed", "failed", "not_run", "error")
+
+
+@dataclass
+class Stage:
+    name: str  # one of STAGES
+    status: str  # one of STATUSES
+    summary: str = ""  # one line a student reads first
+    details: str = ""  # longer text: compiler or sanitizer output, the reason in full
+    seconds: float = 0.0
+    hints: list = field(default_factory=list)  # what to look at, in the student's terms
+
+
+@dataclass
+class ElementError:
+    row: int
+    col: int
+    expected: float
+    got: str  # as text: also "nan" or "unwritten"
+    allowed: float
+
+
+@dataclass
+class CaseResult:
+    name: str  # e.g. "w17", "33x17x65-smem2048"
+    set: str  # "public" or "hidden"
+    j: int
+    k: int
+    l: int
+    passed: bool
+    ran: bool = True
+    status: str = "ok"  # the harness's status for the case (see tilelab/exit_codes.h), "not_run" if it never ran
+    reasons: list = field(default_factory=list)
+    wrong: int = 0
+    nan: int = 0
+    unwritten: int = 0
+    exact: bool = False  # small-integer inputs: no tolerance at all
+    first_errors: list = field(default_factory=list)  # of ElementError
+
+
+@dataclass
+class Speed:
+    case: str  # the timed case, e.g. "4096x4096x4096"
+    gflops: float  # achieved, from the time used for scoring
+    time_ms: float  # the time used for scoring
+    event_ms: float
+    cupti_ms: float
+    wall_ms: float
+    ceiling: str  # which measured ceiling bounds this part, e.g. "FP32 FMA peak"
+    ceiling_value: float  # GFLOP/s
+    bound_gflops: float  # roofline bound at this case's intensity
+    intensity: float  # FLOP per byte of compulsory DRAM traffic
+    target_fraction: float  # full credit at this fraction of the bound
+    target_gflops: float
+    zero_gflops: float  # no credit at or below this
+    fraction: float  # of the speed points earned, 0..1
+    flags: list = field(default_factory=list)  # integrity notes (e.g. wall clock used instead of events)
+
+
+@dataclass
+class PartResult:
+    id: str
+    title: str
+    file: str
+    stages: dict  # stage name -> Stage
+    cases: list = field(default_factory=list)  # of CaseResult
+    correctness_score: float = 0.0
+    correctness_max: float = 0.0
+    speed_score: float = 0.0
+    speed_max: float = 0.0
+    speed: Optional[Speed] = None
+    launches: list = field(default_factory=list)  # CUPTI records of one correctness call, for the report
+    hidden_total: int = 0  # hidden cases graded (their names stay hidden in student views)
+    withheld_by: list = field(default_factory=list)  # stages whose failure took the correctness points
+
+    @property
+    def score(self) -> float:
+        return self.correctness_score + self.speed_score
+
+    @property
+    def max_score(self) -> float:
+        return self.correctness_max + self.speed_max
+
+    def stage(self, name: str) -> Stage:
+        return self.stages[name]
+
+    @property
+    def failed_stage(self) -> Optional[str]:
+        for name in STAGES:
+            if self.stages[name].status in ("failed", "error"):
+                return name
+        return None
+
+
+@dataclass
+class GradeResult:
+    assignment: str  # the assignment's name in assignment.yaml
+    mode: str  # "grade" (all cases, fresh seed) or "check" (public cases, fixed seed)
+    submission: str
+    seed: int
+    gpu: Optional[dict]  # device facts, None without a GPU
+    ceilings: Optional[dict]  # measured roofline ceilings, None without a GPU
+    parts: list  # of PartResult
+    started: str  # ISO 8601
+    seconds: float = 0.0
+    timings: dict = field(default_factory=dict)  # where the time went, seconds per phase
+    notes: list = field(default_factory=list)  # grading-wide notes ("no GPU: ...")
+    title: str = ""  # the assignment's title, for headings
+
+    @property
+    def score(self) -> float:
+        return sum(p.score for p in self.parts)
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.max_score for p in self.parts)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["score"] = round(self.score, 4)
+        d["max_score"] = round(self.max_score, 4)
+        for part, pd in zip(self.parts, d["parts"]):
+            pd["score"] = round(part.score, 4)
+            pd["max_score"] = round(part.max_score, 4)
+            pd["failed_stage"] = part.failed_stage
+        return d

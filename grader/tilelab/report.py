@@ -1,0 +1,712 @@
+"""The reports a student (or the course staff) reads: Markdown, HTML, roofline plot.
+
+Everything here is rendered from a `GradeResult` and nothing else (model.py),
+so the reports cannot disagree with results.json. The Python side turns the
+result into rows of already-worded text (`_report_view`); the templates in
+templates/ only lay those rows out, one for Markdown and one for HTML, so the
+two formats always say the same thing.
+
+Two audiences:
+  student  hidden cases appear only as a count ("12 hidden cases: 10 passed");
+           their names, sizes and errors never reach the page, and a hidden
+           case's name or size that slipped into a stage's text is replaced.
+           Grader errors are reported without the grader's own output.
+  staff    everything: hidden cases like public ones, every stage's details,
+           launch records with grids, where the time went.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Optional
+
+import jinja2
+
+from .model import STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
+
+AUDIENCES = ("student", "staff")
+
+# A failed stage's details (compiler or sanitizer output) are cut to this many
+# lines: the first errors are the ones to fix, and a page of template
+# instantiation noise hides them.
+DETAIL_LINE_CAP = 40
+# One line of output can be enormous (a macro expansion, a minified dump).
+DETAIL_LINE_WIDTH_CAP = 400
+
+STATUS_WORDS = {"passed": "passed", "failed": "failed", "not_run": "not run", "error": "grader error"}
+# Markdown has no colour, so each status gets its own symbol next to its word;
+# "not run" must never look like a pass.
+STATUS_MARKERS = {"passed": "✅", "failed": "❌", "not_run": "⚪", "error": "⚠️"}
+
+MODE_WORDS = {
+    "grade": "grade (public and hidden cases, fresh inputs)",
+    "check": "check (public cases only, fixed inputs; hidden cases run when grading)",
+}
+
+HIDDEN_PLACEHOLDER = "(a hidden case)"
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+REPORT_FILES = {"markdown": "report.md", "html": "report.html", "plot": "roofline.png"}
+
+
+# --- number and text formatting ------------------------------------------------
+
+
+def _points(x: float) -> str:
+    """Points as a person writes them: 10, 7.5, 3.33."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _gflops(x: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _ms(x: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    if abs(x) >= 100:
+        return f"{x:,.1f}"
+    return f"{x:.2f}" if abs(x) >= 1 else f"{x:.3g}"
+
+
+def _intensity(x: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.3g}"
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f}".rstrip("0").rstrip(".") + " %"
+
+
+def _element_value(x) -> str:
+    """An element of P: enough digits to see a last-bit difference."""
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        return str(x)  # "nan", "unwritten" and such stay words
+    if not math.isfinite(value):
+        return str(x)
+    return f"{value:.9g}"
+
+
+def _difference(expected: float, got: str) -> str:
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return "-"
+    if not (math.isfinite(value) and math.isfinite(expected)):
+        return "-"
+    return f"{abs(value - expected):.3g}"
+
+
+def _size(case: CaseResult) -> str:
+    return f"{case.j} × {case.k} × {case.l}"
+
+
+def _dim3(value) -> str:
+    """A CUDA grid or block as 'x × y × z' (the records hold a list of three)."""
+    if isinstance(value, dict):
+        value = [value.get(axis, 1) for axis in ("x", "y", "z")]
+    if isinstance(value, (list, tuple)):
+        return " × ".join(str(v) for v in value)
+    return str(value)
+
+
+def _bytes(n) -> str:
+    try:
+        return f"{int(n):,} B"
+    except (TypeError, ValueError):
+        return str(n)
+
+
+def _date(iso: str) -> str:
+    """The grading's start as 'YYYY-MM-DD HH:MM UTC'; the text as given if it
+    does not parse (Python 3.9's fromisoformat does not read a 'Z')."""
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return str(iso)
+    if when.tzinfo is None:
+        return when.strftime("%Y-%m-%d %H:%M")
+    if when.utcoffset().total_seconds() == 0:
+        return when.strftime("%Y-%m-%d %H:%M UTC")
+    return when.strftime("%Y-%m-%d %H:%M UTC%z")
+
+
+def cap_lines(text: str, max_lines: int = DETAIL_LINE_CAP, max_width: int = DETAIL_LINE_WIDTH_CAP) -> tuple:
+    """The first `max_lines` lines of `text` (each cut to `max_width`
+    characters) and how many lines were left out."""
+    lines = text.rstrip().splitlines()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    kept = []
+    for line in lines[:max_lines]:
+        line = line.rstrip()
+        if len(line) > max_width:
+            line = f"{line[:max_width]} … [{len(line) - max_width} characters cut]"
+        kept.append(line)
+    return kept, max(0, len(lines) - max_lines)
+
+
+# --- Markdown escaping ---------------------------------------------------------
+
+# Characters that start Markdown syntax inline. '|' is among them so that any
+# text is also safe inside a table cell ('\|' renders as '|' everywhere).
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|~])")
+# '_' only opens emphasis at a word's edge; 'sharedMemPerBlock_x' stays readable.
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_MD_ENTITY = re.compile(r"&(?=#?\w+;)")
+
+
+def md_text(value) -> str:
+    """Plain text made safe for a Markdown paragraph or table cell."""
+    text = " ".join(str(value).split())  # a newline would end a table row
+    text = _MD_ENTITY.sub("&amp;", text)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return _MD_UNDERSCORE.sub(r"\\_", text)
+
+
+def md_code(value, cell: bool = False) -> str:
+    """Text as an inline code span, fenced with more backticks than it holds."""
+    text = " ".join(str(value).split())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if text.startswith("`") or text.endswith("`"):
+        text = f" {text} "
+    span = f"{fence}{text}{fence}"
+    # GFM splits table cells on '|' even inside code spans; '\|' is its escape.
+    return span.replace("|", "\\|") if cell else span
+
+
+def md_fence(lines: list, info: str = "text") -> str:
+    """Lines as a fenced code block whose fence no line can close."""
+    longest = max((len(run) for line in lines for run in re.findall(r"`{3,}", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + info, *lines, fence])
+
+
+# --- keeping hidden cases hidden -------------------------------------------------
+
+
+def _hidden_redactor(part: PartResult) -> Callable[[str], str]:
+    """Replaces, in text meant for students, the names and sizes of a part's
+    hidden cases. Stage summaries and details are written by other code and
+    may mention the case that failed; this is the last place to catch it.
+    Sizes that a public case shares stay: they are no secret."""
+    public = [c for c in part.cases if c.set != "hidden"]
+    hidden = [c for c in part.cases if c.set == "hidden"]
+    public_names = {c.name for c in public}
+    public_sizes = {(c.j, c.k, c.l) for c in public}
+    tokens = set()
+    for case in hidden:
+        if case.name not in public_names:
+            tokens.add(case.name)
+        if (case.j, case.k, case.l) not in public_sizes:
+            for sep in ("x", " x ", "×", " × ", "*", " * "):
+                tokens.add(sep.join(str(n) for n in (case.j, case.k, case.l)))
+    if not tokens:
+        return lambda text: text
+    alternatives = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
+    # Case names are made of letters, digits and '-'; a token inside a longer
+    # word (w17 inside w170) is another name, not this one.
+    pattern = re.compile(rf"(?<![A-Za-z0-9_-])(?:{alternatives})(?![A-Za-z0-9_-])")
+    return lambda text: pattern.sub(HIDDEN_PLACEHOLDER, text)
+
+
+# --- the view: what the templates show -------------------------------------------
+
+
+def _stage_view(stage: Stage, staff: bool, redact: Callable[[str], str]) -> dict:
+    title = STAGE_TITLES.get(stage.name, stage.name)
+    status = stage.status if stage.status in STATUS_WORDS else "error"
+    summary = redact(stage.summary or "")
+    # Students see the details of what their code did wrong; a grader error's
+    # details are the grader's own output, useful to staff only.
+    show_details = bool(stage.details) and (staff or status == "failed")
+    lines, cut = cap_lines(redact(stage.details)) if show_details else ([], 0)
+    if status == "error" and not staff:
+        blame = "This is a problem in the grader, not in your code: tell the course staff."
+        summary = f"{summary} {blame}" if summary else blame
+    # One line for places that show no status column ("not run: the build failed").
+    headline = summary if summary.lower().startswith(STATUS_WORDS[status]) else f"{STATUS_WORDS[status]}: {summary}"
+    return {
+        "name": stage.name,
+        "title": title,
+        "headline": headline.rstrip(": "),
+        "status": status,
+        "status_word": STATUS_WORDS[status],
+        "marker": STATUS_MARKERS[status],
+        "summary": summary,
+        "detail_lines": lines,
+        "detail_cut": cut,
+        "detail_total": len(lines) + cut,
+        "hints": [redact(str(h)) for h in stage.hints],
+        "seconds": f"{stage.seconds:.1f} s",
+    }
+
+
+def _stages_in_order(part: PartResult) -> list:
+    """The part's stages in running order; a stage with no record reads as not run."""
+    names = list(STAGES) + [n for n in part.stages if n not in STAGES]
+    stages = []
+    for name in names:
+        stage = part.stages.get(name)
+        if stage is None:
+            stage = Stage(name=name, status="not_run", summary="no record of this stage")
+        stages.append(stage)
+    return stages
+
+
+def _case_reason(case: CaseResult) -> str:
+    if not case.ran:
+        return "; ".join(case.reasons) or "did not run"
+    if case.reasons:
+        return "; ".join(case.reasons)
+    if case.passed:
+        return ""
+    counts = [(case.wrong, "wrong"), (case.nan, "NaN"), (case.unwritten, "unwritten")]
+    return ", ".join(f"{n} {word}" for n, word in counts if n) or "failed"
+
+
+def _case_view(case: CaseResult) -> dict:
+    if not case.ran:
+        result = "not run"
+    else:
+        result = "passed" if case.passed else "failed"
+    return {
+        "name": case.name,
+        "size": _size(case),
+        "result": result,
+        "marker": {"passed": "✅", "failed": "❌", "not run": "⚪"}[result],
+        "reason": _case_reason(case),
+        "exact": case.exact,
+    }
+
+
+def _first_errors_view(case: CaseResult) -> Optional[dict]:
+    if case.passed or not case.first_errors:
+        return None
+    rows = []
+    for e in case.first_errors:
+        rows.append({
+            "row": e.row,
+            "col": e.col,
+            "expected": _element_value(e.expected),
+            "got": _element_value(e.got),
+            "difference": _difference(e.expected, e.got),
+            "allowed": "exact (no error allowed)" if case.exact else f"{e.allowed:.3g}",
+        })
+    bad = case.wrong + case.nan + case.unwritten
+    return {
+        "case": case.name,
+        "size": _size(case),
+        "exact": case.exact,
+        "rows": rows,
+        "shown": len(rows),
+        "bad_total": max(bad, len(rows)),
+    }
+
+
+def _cases_view(cases: list, total: int = 0) -> dict:
+    """Rows and counts of one case set. `total` may exceed the rows: cases
+    that never ran (no GPU, a crash before them) may have no record."""
+    total = max(total, len(cases))
+    ran = [c for c in cases if c.ran]
+    passed = sum(1 for c in ran if c.passed)
+    not_run = total - len(ran)
+    did_not_run = f", {not_run} did not run" if not_run else ""
+    if not_run == total:
+        counts = short_counts = "not run"
+    else:
+        counts = f"{passed} of {total} passed{did_not_run}"
+        short_counts = f"{passed} passed{did_not_run}"  # after "N hidden cases: "
+    return {
+        "rows": [_case_view(c) for c in cases],
+        "errors": [v for v in (_first_errors_view(c) for c in cases) if v is not None],
+        "total": total,
+        "passed": passed,
+        "failed": len(ran) - passed,
+        "not_run": not_run,
+        "counts": counts,
+        "short_counts": short_counts,
+        # In the summary table: "2/4", or "not run".
+        "fraction": "not run" if not_run == total else f"{passed}/{total}",
+    }
+
+
+def _speed_rows(speed: Speed, part: PartResult, staff: bool) -> list:
+    """(label, value) rows: what was measured, what earns credit, and why."""
+    points = f"{_points(part.speed_score)} / {_points(part.speed_max)}"
+    if abs(part.speed_score - speed.fraction * part.speed_max) < 0.01:
+        earned = f"{_percent(speed.fraction)} of the speed points ({points})"
+    else:
+        # The points can be withheld after timing (a failed sanitizer, say).
+        earned = (f"{points} speed points: the speed alone would earn {_percent(speed.fraction)} of them, "
+                  f"but they were withheld")
+    rows = [
+        ("timed case", speed.case),
+        ("achieved", f"{_gflops(speed.gflops)} GFLOP/s ({_ms(speed.time_ms)} ms per call)"),
+        ("full credit at",
+         f"≥ {_gflops(speed.target_gflops)} GFLOP/s ({_percent(speed.target_fraction)} of the roofline bound)"),
+        ("no credit at", f"≤ {_gflops(speed.zero_gflops)} GFLOP/s"),
+        ("roofline bound",
+         f"{_gflops(speed.bound_gflops)} GFLOP/s at an intensity of {_intensity(speed.intensity)} FLOP/byte, "
+         f"set by the {speed.ceiling} ({_gflops(speed.ceiling_value)} GFLOP/s)"),
+        ("earned", earned),
+    ]
+    if staff:
+        rows.append(("times", f"CUDA events {_ms(speed.event_ms)} ms, CUPTI {_ms(speed.cupti_ms)} ms, "
+                              f"wall clock {_ms(speed.wall_ms)} ms"))
+    return rows
+
+
+def _speed_verdict(speed: Speed) -> str:
+    """One sentence on where the kernel stands. Follows the fraction, not the
+    GFLOP/s alone: an implausible timing earns nothing however fast it looks."""
+    if speed.fraction <= 0 and speed.gflops > speed.zero_gflops:
+        return "This timing earns no speed points: see the integrity notes."
+    if speed.fraction >= 1:
+        return "At or above the full-credit target."
+    if speed.fraction <= 0:
+        return ("At or below the no-credit threshold: the kernel is far from what the hardware allows "
+                "(a tiled kernel that reuses each loaded value many times gets well above it).")
+    return "Between the no-credit threshold and the full-credit target: partial credit, in proportion."
+
+
+def _launch_rows(launches: list) -> list:
+    rows = []
+    for launch in launches:
+        rows.append({
+            "name": str(launch.get("name", "?")),
+            "grid": _dim3(launch.get("grid", "?")),
+            "block": _dim3(launch.get("block", "?")),
+            "static_shared": _bytes(launch.get("static_shared_bytes", 0)),
+            "dynamic_shared": _bytes(launch.get("dynamic_shared_bytes", 0)),
+            "registers": str(launch.get("registers_per_thread", "?")),
+            "duration": f"{_ms(float(launch['duration_ms']))} ms" if launch.get("duration_ms") is not None else "-",
+        })
+    return rows
+
+
+def _launch_line(launches: list) -> str:
+    """What a student sees of the launch records. The grid is left out: the
+    records come from one correctness call, and its case may be hidden."""
+    if not launches:
+        return ""
+    kernels = []
+    for row in _launch_rows(launches):
+        kernels.append(f"{row['name']} (block {row['block']}, shared memory {row['static_shared']} static + "
+                       f"{row['dynamic_shared']} dynamic, {row['registers']} registers per thread)")
+    count = f"{len(launches)} kernel launch{'es' if len(launches) != 1 else ''}"
+    return f"{count} in one correctness call: " + "; ".join(kernels)
+
+
+def _part_status(stages: list) -> str:
+    """The first problem in words: the first failed stage, else the stages not run."""
+    for stage in stages:
+        title = STAGE_TITLES.get(stage.name, stage.name)
+        if stage.status == "failed":
+            return f"failed: {title}"
+        if stage.status not in ("passed", "not_run"):
+            return f"grader error: {title}"
+    not_run = [STAGE_TITLES.get(s.name, s.name) for s in stages if s.status == "not_run"]
+    if len(not_run) > 2:
+        return f"not run: {not_run[0]} and {len(not_run) - 1} later stages"
+    if not_run:
+        return "not run: " + " and ".join(not_run)
+    return "all passed"
+
+
+def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
+    redact = (lambda text: text) if staff else _hidden_redactor(part)
+    stages = _stages_in_order(part)
+    stage_views = [_stage_view(s, staff, redact) for s in stages]
+    by_name = {s["name"]: s for s in stage_views}
+
+    public = _cases_view([c for c in part.cases if c.set != "hidden"])
+    # hidden_total counts the hidden cases to grade, the list holds those
+    # with a record; without a GPU the list is empty and the count is not.
+    hidden = _cases_view([c for c in part.cases if c.set == "hidden"], part.hidden_total)
+
+    correctness_words = []
+    if public["total"]:
+        correctness_words.append(f"public {public['fraction']}")
+    if hidden["total"]:
+        correctness_words.append(f"hidden {hidden['fraction']}")
+    correctness_ran = any(c.ran for c in part.cases)
+    correctness_note = ", ".join(correctness_words) if correctness_ran and correctness_words else "not run"
+    correctness_cell = f"{_points(part.correctness_score)} / {_points(part.correctness_max)} ({correctness_note})"
+
+    speed_stage = by_name.get("speed")
+    if part.speed is not None:
+        speed_note = f"{_gflops(part.speed.gflops)} GFLOP/s"
+    else:
+        speed_note = speed_stage["status_word"] if speed_stage else "not run"
+    speed_cell = f"{_points(part.speed_score)} / {_points(part.speed_max)} ({speed_note})"
+
+    # Public all pass, hidden some fail: the student cannot see which, so say
+    # what kind of sizes the hidden set holds instead.
+    hidden_advice = ""
+    if hidden["failed"] and public["total"] and public["passed"] == public["total"]:
+        hidden_advice = ("Every public case passes but some hidden ones do not. The hidden cases are other sizes of "
+                         "the same kind (one below, at and above the tile sizes, other shapes): try your kernel on "
+                         "more sizes around your tile width.")
+
+    # Correctness points are withheld when a later check fails even though
+    # every case passed; without this line the score looks like a bug.
+    # `withheld_by` is set by the grader but is not (yet) a model field.
+    withheld = [STAGE_TITLES.get(name, name) for name in (getattr(part, "withheld_by", None) or [])]
+    withheld_line = ("Correctness points are withheld because this part failed: " + ", ".join(withheld) + "."
+                     if withheld else "")
+
+    return {
+        "id": part.id,
+        "title": part.title,
+        "withheld_line": withheld_line,
+        "file": part.file,
+        "score": _points(part.score),
+        "max_score": _points(part.max_score),
+        "correctness_cell": correctness_cell,
+        "speed_cell": speed_cell,
+        "status": _part_status(stages),
+        "stages": stage_views,
+        "problem_stages": [s for s in stage_views if s["detail_lines"] or s["hints"]],
+        "public": public,
+        "hidden": hidden,
+        "hidden_advice": hidden_advice,
+        "check_mode": result.mode == "check",
+        "speed_stage": speed_stage,
+        "speed_rows": _speed_rows(part.speed, part, staff) if part.speed is not None else [],
+        "speed_verdict": _speed_verdict(part.speed) if part.speed is not None else "",
+        "speed_flags": [redact(str(f)) for f in part.speed.flags] if part.speed is not None else [],
+        "launches": _launch_rows(part.launches) if staff else [],
+        "launch_line": _launch_line(part.launches),
+    }
+
+
+def _gpu_line(result: GradeResult) -> str:
+    if not result.gpu:
+        return "no GPU: GPU stages did not run"
+    name = result.gpu.get("name") or (result.ceilings or {}).get("device_name") or "unnamed GPU"
+    capability = result.gpu.get("compute_capability")
+    return f"{name} (compute capability {capability})" if capability else str(name)
+
+
+def _ceilings_line(result: GradeResult) -> str:
+    roof = _roofline(result)
+    if roof is None:
+        return ""
+    fp32, dram = roof
+    return (f"Ceilings measured on this GPU: FP32 {_gflops(fp32)} GFLOP/s, DRAM {_gflops(dram)} GB/s; "
+            f"a kernel needs more than {_intensity(fp32 / dram)} FLOP per byte of DRAM traffic "
+            f"(the ridge point) to be limited by arithmetic rather than memory.")
+
+
+def _timing_rows(result: GradeResult) -> list:
+    total = sum(float(v) for v in result.timings.values())
+    rows = []
+    for phase, seconds in result.timings.items():
+        seconds = float(seconds)
+        share = f"{100 * seconds / total:.0f} %" if total > 0 else "-"
+        rows.append({"phase": str(phase), "seconds": f"{seconds:.1f}", "share": share})
+    return rows
+
+
+def _report_view(result: GradeResult, audience: str) -> dict:
+    if audience not in AUDIENCES:
+        raise ValueError(f"audience must be one of {AUDIENCES}, not {audience!r}")
+    staff = audience == "staff"
+    parts = [_part_view(p, result, staff) for p in result.parts]
+    notes = [str(n) for n in result.notes]
+    if not staff:
+        # Grading-wide notes are written without a part in mind; hide every
+        # part's hidden cases in them.
+        for part in result.parts:
+            redact = _hidden_redactor(part)
+            notes = [redact(n) for n in notes]
+    return {
+        "staff": staff,
+        "audience": audience,
+        "assignment": result.title or result.assignment,
+        "score": _points(result.score),
+        "max_score": _points(result.max_score),
+        "mode": MODE_WORDS.get(result.mode, result.mode),
+        "gpu": _gpu_line(result),
+        "date": _date(result.started),
+        "submission": result.submission,
+        "seed": result.seed,
+        "seconds": f"{result.seconds:.1f}",
+        "notes": notes,
+        "ceilings_line": _ceilings_line(result),
+        "parts": parts,
+        "timings": _timing_rows(result) if staff else [],
+        "status_markers": STATUS_MARKERS,
+    }
+
+
+# --- rendering -----------------------------------------------------------------
+
+
+def _environment(html: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=html,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,  # a misspelt field fails loudly, not as a blank
+    )
+    env.filters["md"] = md_text
+    env.filters["code"] = md_code
+    env.filters["code_cell"] = lambda value: md_code(value, cell=True)
+    env.filters["fence"] = md_fence
+    return env
+
+
+def render_markdown(result: GradeResult, audience: str = "student") -> str:
+    """The report as Markdown (GitHub and Gradescope flavour)."""
+    view = _report_view(result, audience)
+    text = _environment(html=False).get_template("report.md.j2").render(**view)
+    # Template control blocks leave runs of blank lines; one is enough.
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def render_html(result: GradeResult, audience: str = "student", plot_file: Optional[str] = REPORT_FILES["plot"]) -> str:
+    """The report as one standalone HTML page; the roofline plot, when given,
+    is referenced by its file name relative to the page."""
+    view = _report_view(result, audience)
+    return _environment(html=True).get_template("report.html.j2").render(**view, plot_file=plot_file)
+
+
+# --- roofline plot ---------------------------------------------------------------
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _roofline(result: GradeResult) -> Optional[tuple]:
+    """(FP32 GFLOP/s, DRAM GB/s) when the result has usable ceilings."""
+    ceilings = result.ceilings or {}
+    fp32, dram = ceilings.get("fp32_gflops"), ceilings.get("dram_gbps")
+    if _positive(fp32) and _positive(dram):
+        return float(fp32), float(dram)
+    return None
+
+
+def _plottable_parts(result: GradeResult) -> list:
+    return [p for p in result.parts
+            if p.speed is not None and _positive(p.speed.intensity) and _positive(p.speed.gflops)]
+
+
+def plot_roofline(result: GradeResult, path: Path) -> bool:
+    """Draws each timed part against the GPU's measured roofline into `path`
+    (PNG). Returns False, writing nothing, when there are no ceilings or no
+    part was timed."""
+    roof = _roofline(result)
+    parts = _plottable_parts(result)
+    if roof is None or not parts:
+        return False
+    # Figure and the Agg canvas directly, not pyplot: pyplot keeps global
+    # state (current figure, backend) that a program importing us may own.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fp32, dram = roof
+    ridge = fp32 / dram
+    intensities = [p.speed.intensity for p in parts] + [ridge]
+    x_low = min(intensities) / 8
+    x_high = max(intensities) * 12
+
+    figure = Figure(figsize=(10, 5), dpi=120)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+
+    axes.plot([x_low, ridge], [dram * x_low, fp32], color="#1f4e79", linewidth=2,
+              label=f"DRAM roof: {_gflops(dram)} GB/s × intensity")
+    axes.plot([ridge, x_high], [fp32, fp32], color="#7a1f1f", linewidth=2,
+              label=f"FP32 ceiling: {_gflops(fp32)} GFLOP/s")
+    axes.plot([ridge], [fp32], marker="D", color="black", markersize=6, linestyle="none")
+    axes.annotate(f"ridge {_intensity(ridge)} FLOP/B", (ridge, fp32), textcoords="offset points",
+                  xytext=(-10, 10), ha="right", fontsize=9)
+
+    colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
+    lowest = min([p.speed.gflops for p in parts]
+                 + [p.speed.target_gflops for p in parts if _positive(p.speed.target_gflops)])
+    y_low, y_high = min(lowest, dram * x_low) / 2, fp32 * 3
+    axes.set_xlim(x_low, x_high)
+    axes.set_ylim(y_low, y_high)
+
+    # Parts timed at the same size land almost on one spot (every part here
+    # is timed near 600 FLOP/byte), so labels go in a column to the right of
+    # the rightmost point, top to bottom in GFLOP/s order, pushed apart
+    # where they would overlap, each with a thin line to its point.
+    label_x = max(p.speed.intensity for p in parts) * 2.5
+    min_gap = (math.log10(y_high) - math.log10(y_low)) * 0.05
+    label_log_y = {}
+    previous = None
+    for part in sorted(parts, key=lambda p: p.speed.gflops, reverse=True):
+        y = math.log10(part.speed.gflops)
+        if previous is not None and previous - y < min_gap:
+            y = previous - min_gap
+        label_log_y[part.id] = previous = y
+
+    for i, part in enumerate(parts):
+        speed = part.speed
+        colour = colours[i % len(colours)]
+        axes.plot([speed.intensity], [speed.gflops], marker="o", markersize=8, color=colour, linestyle="none",
+                  label=f"{part.id}: {_gflops(speed.gflops)} GFLOP/s")
+        axes.annotate(part.id, (speed.intensity, speed.gflops), xytext=(label_x, 10 ** label_log_y[part.id]),
+                      va="center", fontsize=9, color=colour,
+                      arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.6, "shrinkB": 5})
+        if _positive(speed.target_gflops):
+            axes.plot([speed.intensity], [speed.target_gflops], marker="_", markersize=18, markeredgewidth=2.5,
+                      color=colour, linestyle="none")
+            axes.plot([speed.intensity, speed.intensity], [speed.gflops, speed.target_gflops], color=colour,
+                      linestyle=":", linewidth=1)
+    # One legend entry explains every target bar.
+    axes.plot([], [], marker="_", markersize=14, markeredgewidth=2.5, color="#444444", linestyle="none",
+              label="full-credit target (same colour as its part)")
+
+    axes.set_xlabel("arithmetic intensity (FLOP per byte of compulsory DRAM traffic)")
+    axes.set_ylabel("GFLOP/s")
+    device = (result.ceilings or {}).get("device_name") or (result.gpu or {}).get("name") or "this GPU"
+    axes.set_title(f"Roofline on {device}")
+    axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
+    # Outside the axes: the points sit low and to the right, where a legend
+    # inside would cover them.
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+    figure.tight_layout()
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(str(path), format="png")
+    return True
+
+
+def write_reports(result: GradeResult, out_dir: Path, audience: str = "student") -> dict:
+    """Writes report.md, report.html and (when there is something to plot)
+    roofline.png into `out_dir`; returns {"markdown", "html"[, "plot"]} -> path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    plot_path = out_dir / REPORT_FILES["plot"]
+    # The plot first: the page refers to it only when it was drawn.
+    plotted = plot_roofline(result, plot_path)
+    if plotted:
+        written["plot"] = plot_path
+    markdown_path = out_dir / REPORT_FILES["markdown"]
+    markdown_path.write_text(render_markdown(result, audience), encoding="utf-8")
+    written["markdown"] = markdown_path
+    html_path = out_dir / REPORT_FILES["html"]
+    html_path.write_text(render_html(result, audience, plot_file=plot_path.name if plotted else None), encoding="utf-8")
+    written["html"] = html_path
+    return written

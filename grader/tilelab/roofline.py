@@ -1,0 +1,318 @@
+"""The grading GPU's roofline: its measured FP32 FMA rate and DRAM bandwidth.
+
+`tilelab-roofline` (grader/roofline/roofline.cu) measures both ceilings and
+prints them as JSON. A measurement takes a few seconds and its result
+belongs to one physical GPU, so it is cached per device UUID: the tool's
+`--device` option names the GPU without measuring, and a cached result for
+that UUID is reused until a refresh is asked for.
+
+The roofline says how fast a kernel of a given arithmetic intensity (FLOP
+per byte of DRAM traffic) can possibly run on this GPU:
+min(FP32 rate, intensity * bandwidth).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+TOOL_NAME = "tilelab-roofline"
+REPORT_VERSION = 1
+# The tool's exit status when no CUDA device is visible (ExitCode::kNoDevice,
+# include/tilelab/exit_codes.h).
+EXIT_NO_DEVICE = 5
+
+# Beyond these no single GPU goes today (an H100 does about 56,000 GFLOP/s
+# FP32 and 3,000 GB/s); a figure above them is a timing or counting fault,
+# not a fast GPU.
+MAX_PLAUSIBLE_FP32_GFLOPS = 10_000_000.0
+MAX_PLAUSIBLE_DRAM_GBPS = 1_000_000.0
+
+# The UUID becomes part of a file name, so it may hold nothing else.
+_UUID_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{0,127}$")
+
+# Kept from the end of the tool's stderr for an error message.
+_STDERR_TAIL_CHARS = 2000
+
+
+class RooflineError(RuntimeError):
+    """The ceilings could not be measured, or what came back cannot be trusted."""
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    device_name: str
+    device_uuid: str
+    fp32_gflops: float  # median of the timed runs
+    dram_gbps: float  # median; bytes read + bytes written, 1 GB = 1e9 bytes
+    measured_at: str  # ISO 8601, UTC
+    raw: dict = field(repr=False)  # the tool's report, as printed
+
+    @property
+    def ridge(self) -> float:
+        """FLOP per byte at which a kernel stops being bandwidth-bound."""
+        return self.fp32_gflops / self.dram_gbps
+
+    def bound(self, intensity: float) -> float:
+        """The fastest GFLOP/s a kernel doing `intensity` FLOP per DRAM byte can reach."""
+        if not intensity >= 0:
+            raise ValueError(f"arithmetic intensity must be a non-negative number, not {intensity!r}")
+        return min(self.fp32_gflops, intensity * self.dram_gbps)
+
+    def to_dict(self) -> dict:
+        return {
+            "device_name": self.device_name,
+            "device_uuid": self.device_uuid,
+            "fp32_gflops": self.fp32_gflops,
+            "dram_gbps": self.dram_gbps,
+            "measured_at": self.measured_at,
+            "raw": self.raw,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Ceilings":
+        """Inverse of to_dict; raises RooflineError when `data` is not one."""
+        if not isinstance(data, dict):
+            raise RooflineError(f"expected a JSON object, got {type(data).__name__}")
+        try:
+            ceilings = cls(
+                device_name=_string(data, "device_name"),
+                device_uuid=_string(data, "device_uuid"),
+                fp32_gflops=_number(data, "fp32_gflops"),
+                dram_gbps=_number(data, "dram_gbps"),
+                measured_at=_string(data, "measured_at"),
+                raw=data["raw"],
+            )
+        except KeyError as e:
+            raise RooflineError(f"missing key {e}") from None
+        if not isinstance(ceilings.raw, dict):
+            raise RooflineError("'raw' is not a JSON object")
+        _check_plausible(ceilings.device_uuid, ceilings.fp32_gflops, ceilings.dram_gbps)
+        try:
+            datetime.fromisoformat(ceilings.measured_at.replace("Z", "+00:00"))
+        except ValueError:
+            raise RooflineError(f"'measured_at' is not an ISO 8601 time: {ceilings.measured_at!r}") from None
+        return ceilings
+
+
+def _string(data: dict, key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str) or not value:
+        raise RooflineError(f"'{key}' must be a non-empty string, not {value!r}")
+    return value
+
+
+def _number(data: dict, key: str) -> float:
+    value = data[key]
+    # bool is an int in Python; true is no measurement.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RooflineError(f"'{key}' must be a number, not {value!r}")
+    return float(value)
+
+
+def _check_plausible(uuid: str, fp32_gflops: float, dram_gbps: float) -> None:
+    if not _UUID_PATTERN.match(uuid):
+        raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
+    for what, value, limit, unit in (
+        ("FP32 FMA rate", fp32_gflops, MAX_PLAUSIBLE_FP32_GFLOPS, "GFLOP/s"),
+        ("DRAM bandwidth", dram_gbps, MAX_PLAUSIBLE_DRAM_GBPS, "GB/s"),
+    ):
+        if not math.isfinite(value) or value <= 0:
+            raise RooflineError(f"implausible {what}: {value} {unit} (must be positive and finite)")
+        if value > limit:
+            raise RooflineError(f"implausible {what}: {value:.0f} {unit} (more than {limit:.0f} {unit})")
+
+
+def _section(report: dict, name: str) -> dict:
+    section = report.get(name)
+    if not isinstance(section, dict):
+        raise RooflineError(f"{TOOL_NAME} report has no '{name}' object")
+    return section
+
+
+def _now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _device_uuid(device: dict) -> str:
+    try:
+        uuid = _string(device, "uuid")
+    except KeyError:
+        raise RooflineError(f"{TOOL_NAME} device object has no 'uuid'") from None
+    if not _UUID_PATTERN.match(uuid):
+        raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
+    return uuid
+
+
+def ceilings_from_report(report: dict, measured_at: Optional[str] = None) -> Ceilings:
+    """Checks the tool's report and takes the median rates from it."""
+    if not isinstance(report, dict):
+        raise RooflineError(f"{TOOL_NAME} printed JSON that is not an object")
+    if report.get("tool") != TOOL_NAME or report.get("version") != REPORT_VERSION:
+        raise RooflineError(
+            f"not a version-{REPORT_VERSION} {TOOL_NAME} report "
+            f"(tool={report.get('tool')!r}, version={report.get('version')!r})"
+        )
+    device, fma, dram = _section(report, "device"), _section(report, "fp32_fma"), _section(report, "dram")
+    try:
+        name = _string(device, "name")
+        fp32_median, fp32_max = _number(fma, "gflops_median"), _number(fma, "gflops_max")
+        dram_median, dram_max = _number(dram, "gbps_median"), _number(dram, "gbps_max")
+        fma_runs, dram_runs = _number(fma, "runs"), _number(dram, "runs")
+        flop_per_run, bytes_per_run = _number(fma, "flop_per_run"), _number(dram, "bytes_per_run")
+    except KeyError as e:
+        raise RooflineError(f"{TOOL_NAME} report lacks {e}") from None
+    uuid = _device_uuid(device)
+    _check_plausible(uuid, fp32_median, dram_median)
+    _check_plausible(uuid, fp32_max, dram_max)
+    if fp32_max < fp32_median or dram_max < dram_median:
+        raise RooflineError(f"{TOOL_NAME} report has a maximum below its median")
+    if fma_runs < 1 or dram_runs < 1 or flop_per_run <= 0 or bytes_per_run <= 0:
+        raise RooflineError(f"{TOOL_NAME} report counts no runs, FLOPs or bytes")
+    return Ceilings(
+        device_name=name,
+        device_uuid=uuid,
+        fp32_gflops=fp32_median,
+        dram_gbps=dram_median,
+        measured_at=measured_at or _now_utc(),
+        raw=report,
+    )
+
+
+def parse_report(text: str, measured_at: Optional[str] = None) -> Ceilings:
+    """Ceilings from the tool's stdout."""
+    try:
+        report = json.loads(text)
+    except ValueError as e:
+        raise RooflineError(f"{TOOL_NAME} printed no valid JSON ({e}): {text[:200]!r}") from None
+    return ceilings_from_report(report, measured_at)
+
+
+def _run_tool(tool: Path, args: list, timeout_s: float) -> str:
+    """The tool's stdout; RooflineError for every way it can fail."""
+    if not tool.is_file():
+        raise RooflineError(f"{TOOL_NAME} not found at {tool}; build it first (cmake --build build --target {TOOL_NAME})")
+    try:
+        proc = subprocess.run(
+            [str(tool), *args], capture_output=True, text=True, errors="replace",
+            stdin=subprocess.DEVNULL, timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        raise RooflineError(f"{tool} {' '.join(args)} took longer than {timeout_s:g} s and was stopped") from None
+    except OSError as e:
+        raise RooflineError(f"cannot run {tool}: {e}") from None
+    stderr = proc.stderr.strip()[-_STDERR_TAIL_CHARS:]
+    if proc.returncode == EXIT_NO_DEVICE:
+        raise RooflineError(f"no CUDA device: the GPU ceilings cannot be measured here ({stderr or 'no message'})")
+    if proc.returncode != 0:
+        raise RooflineError(f"{tool} {' '.join(args)} failed with exit status {proc.returncode}: {stderr or 'no message'}")
+    return proc.stdout
+
+
+def measure(tool: Path, timeout_s: float = 120, runs: int = 20) -> Ceilings:
+    """Runs the tool once: both ceilings of the GPU it sees, measured now."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, not {runs}")
+    return parse_report(_run_tool(Path(tool), ["--runs", str(runs)], timeout_s))
+
+
+def device_info(tool: Path, timeout_s: float = 120) -> dict:
+    """The tool's device object (name, uuid, ...), measuring nothing."""
+    text = _run_tool(Path(tool), ["--device"], timeout_s)
+    try:
+        device = json.loads(text)
+    except ValueError as e:
+        raise RooflineError(f"{TOOL_NAME} --device printed no valid JSON ({e}): {text[:200]!r}") from None
+    if not isinstance(device, dict):
+        raise RooflineError(f"{TOOL_NAME} --device printed JSON that is not an object")
+    _device_uuid(device)
+    return device
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("TILELAB_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "tilelab"
+
+
+def cache_file(uuid: str) -> Path:
+    if not _UUID_PATTERN.match(uuid):
+        raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
+    return cache_dir() / f"roofline-{uuid}.json"
+
+
+def load_cached(uuid: str) -> Optional[Ceilings]:
+    """The cached ceilings of this GPU; None when there are none or the file is unusable."""
+    path = cache_file(uuid)
+    try:
+        ceilings = Ceilings.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, RooflineError):
+        # Missing, unreadable, half-written by an older version or edited by
+        # hand: in every case the cure is to measure again.
+        return None
+    # A file copied from another machine's cache belongs to another GPU.
+    return ceilings if ceilings.device_uuid == uuid else None
+
+
+def save(ceilings: Ceilings) -> Path:
+    """Writes the cache file for the ceilings' GPU; readers never see half a file."""
+    path = cache_file(ceilings.device_uuid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(ceilings.to_dict(), f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        try:
+            os.unlink(temp_name)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120) -> Ceilings:
+    """This GPU's ceilings: from the cache, or measured (and cached) when there are none or on refresh."""
+    uuid = _device_uuid(device_info(tool, timeout_s))
+    if not refresh:
+        cached = load_cached(uuid)
+        if cached is not None:
+            return cached
+    ceilings = measure(tool, timeout_s)
+    if ceilings.device_uuid != uuid:
+        # CUDA_VISIBLE_DEVICES or the hardware changed between the two runs.
+        raise RooflineError(f"{TOOL_NAME} named GPU {uuid} but then measured GPU {ceilings.device_uuid}")
+    save(ceilings)
+    return ceilings
+
+
+def describe(ceilings: Ceilings) -> str:
+    """A few lines for the terminal."""
+    fma, dram = ceilings.raw.get("fp32_fma", {}), ceilings.raw.get("dram", {})
+
+    def best(section: dict, key: str) -> str:
+        value = section.get(key)
+        runs = section.get("runs")
+        if isinstance(value, (int, float)) and isinstance(runs, int):
+            return f" (median of {runs} runs; best {value:,.0f})"
+        return ""
+
+    return "\n".join([
+        f"GPU:            {ceilings.device_name} ({ceilings.device_uuid})",
+        f"FP32 FMA rate:  {ceilings.fp32_gflops:,.0f} GFLOP/s{best(fma, 'gflops_max')}",
+        f"DRAM bandwidth: {ceilings.dram_gbps:,.0f} GB/s{best(dram, 'gbps_max')}",
+        f"Ridge point:    {ceilings.ridge:.1f} FLOP/B",
+        f"Measured:       {ceilings.measured_at}",
+        f"Cache:          {cache_file(ceilings.device_uuid)}",
+    ])

@@ -1,0 +1,76 @@
+"""Points and speed arithmetic, kept apart so it can be read and tested alone.
+
+Correctness: a part's correctness points are shared equally by the cases
+graded (public and hidden in `grade`, public in `check`). A part that fails
+its launch checks, a sanitizer or its timed calls loses them all: passing
+cases by accident does not make a racy or out-of-bounds kernel correct.
+
+Speed: only a part that passed everything earns speed points. The time used
+is the median CUDA-event time of the timed calls, unless another clock says
+the call took longer: the CUPTI kernel span (work left running after the end
+event) or the host's wall clock up to a device-wide synchronize (work hidden
+on another stream). The achieved GFLOP/s is compared with the roofline bound
+of the timed case: min(ceiling, intensity x DRAM bandwidth), where intensity
+counts each matrix crossing DRAM once. Full credit at target x bound, none at
+or below zero_below x that, linear in between.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Wall time may exceed the event time by launch and synchronization costs.
+WALL_SLACK_FACTOR = 1.5
+WALL_SLACK_MS = 0.2
+# A kernel span this much longer than the events means work outlived the call.
+SPAN_SLACK_FACTOR = 1.05
+# Faster than this fraction of the measured FP32 peak is not physically possible.
+IMPOSSIBLE_FRACTION = 1.05
+
+
+def compulsory_bytes(j: int, k: int, l: int) -> int:
+    """Each of M (j x k), N (k x l) and P (j x l) moved through DRAM once, as float32."""
+    return 4 * (j * k + k * l + j * l)
+
+
+def intensity(j: int, k: int, l: int) -> float:
+    return 2.0 * j * k * l / compulsory_bytes(j, k, l)
+
+
+def case_points(total: float, n_cases: int) -> float:
+    return total / n_cases if n_cases else 0.0
+
+
+def speed_fraction(achieved: float, target: float, zero_below: float) -> float:
+    """0 at or below zero_below x target, 1 at or above target, linear in between."""
+    zero = zero_below * target
+    if achieved >= target:
+        return 1.0
+    if achieved <= zero:
+        return 0.0
+    return (achieved - zero) / (target - zero)
+
+
+@dataclass
+class TimeChoice:
+    ms: float
+    flags: list
+
+
+def scoring_time(event_ms: float, cupti_ms: float, wall_ms: float) -> TimeChoice:
+    """The time a timed call is scored by, and why if it is not the event time."""
+    flags = []
+    ms = event_ms
+    if cupti_ms > SPAN_SLACK_FACTOR * event_ms:
+        flags.append(f"the kernels ran {cupti_ms:.3f} ms, longer than the {event_ms:.3f} ms between the "
+                     "launcher's events: scored by the kernel span")
+        ms = cupti_ms
+    if wall_ms > WALL_SLACK_FACTOR * ms + WALL_SLACK_MS:
+        flags.append(f"the call took {wall_ms:.3f} ms until the whole device was idle against {ms:.3f} ms "
+                     "measured on the default stream (work on another stream?): scored by the wall clock")
+        ms = wall_ms
+    return TimeChoice(ms, flags)
+
+
+def gflops(flop: float, ms: float) -> float:
+    return flop / (ms * 1e6) if ms > 0 else 0.0

@@ -1,0 +1,246 @@
+"""The grader graded: known-good and known-bad hand-ins with the verdicts they must get.
+
+tests/submissions/<name>/ holds part files and expected.yaml (format in
+tests/submissions/README.md). A few more hand-ins are made on the fly because
+they cannot live in git: an empty directory, a binary file, a 50 MB file.
+The reference solutions are graded too: every part must get full marks.
+
+Without a GPU only the stages that need none are judged: a hand-in expected
+to fail its static checks or build must fail there; every other one must
+pass both, and its GPU stages must be reported as not run (never passed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import yaml
+
+from .grade import GradeOptions, grade
+from .gpu_lock import GpuLock
+from .model import STAGES, GradeResult, PartResult
+
+VERDICTS = ("pass", "slow", "fail")
+SPEEDS = ("full", "partial", "none")
+GPU_FREE_STAGES = ("static", "build")
+
+
+class SelftestError(ValueError):
+    """An expected.yaml is malformed."""
+
+
+@dataclass
+class Expectation:
+    part: str
+    verdict: str
+    failing: list = field(default_factory=list)
+    reason: Optional[str] = None
+    speed: Optional[str] = None
+
+
+@dataclass
+class HandIn:
+    name: str
+    path: Path
+    description: str
+    expectations: list  # of Expectation
+
+
+@dataclass
+class Row:
+    hand_in: str
+    part: str
+    expected: str
+    got: str
+    ok: bool
+    why: str = ""
+    points: str = ""
+
+
+def _expectation(part: str, raw: dict, where: str, known_parts: set) -> Expectation:
+    if part not in known_parts:
+        raise SelftestError(f"{where}: unknown part {part!r}")
+    if not isinstance(raw, dict) or raw.get("verdict") not in VERDICTS:
+        raise SelftestError(f"{where}.verdict: must be one of {', '.join(VERDICTS)}")
+    unknown = set(raw) - {"verdict", "failing", "reason", "speed"}
+    if unknown:
+        raise SelftestError(f"{where}: unknown keys {sorted(unknown)}")
+    failing = raw.get("failing", [])
+    if not isinstance(failing, list) or any(s not in STAGES for s in failing):
+        raise SelftestError(f"{where}.failing: must list stages among {', '.join(STAGES)}")
+    if raw["verdict"] == "fail" and not failing:
+        raise SelftestError(f"{where}: a 'fail' verdict must name its failing stages")
+    if raw.get("speed") not in (None, *SPEEDS):
+        raise SelftestError(f"{where}.speed: must be one of {', '.join(SPEEDS)}")
+    return Expectation(part, raw["verdict"], failing, raw.get("reason"), raw.get("speed"))
+
+
+def load_hand_ins(directory: Path, known_parts: set) -> list:
+    hand_ins = []
+    for d in sorted(p for p in directory.iterdir() if p.is_dir()):
+        spec = d / "expected.yaml"
+        if not spec.exists():
+            raise SelftestError(f"{d}: no expected.yaml")
+        doc = yaml.safe_load(spec.read_text())
+        if not isinstance(doc, dict) or not isinstance(doc.get("parts"), dict) or not doc["parts"]:
+            raise SelftestError(f"{spec}: needs a 'parts' mapping")
+        exps = [_expectation(p, raw, f"{spec}: parts.{p}", known_parts) for p, raw in doc["parts"].items()]
+        hand_ins.append(HandIn(d.name, d, str(doc.get("description", "")), exps))
+    return hand_ins
+
+
+def generated_hand_ins(work: Path, part_files: dict) -> list:
+    """Hand-ins made here: they cannot be kept in git."""
+    made = []
+    empty = work / "generated-empty"
+    empty.mkdir(parents=True, exist_ok=True)
+    made.append(HandIn("generated-empty", empty, "An empty directory.",
+                       [Expectation(p, "fail", ["static"], "missing") for p in part_files]))
+    garbage = work / "generated-binary"
+    garbage.mkdir(parents=True, exist_ok=True)
+    (garbage / part_files["naive"]).write_bytes(random.Random(7).randbytes(4096) + b"\0")
+    made.append(HandIn("generated-binary", garbage, "naive.cu holds random binary data.",
+                       [Expectation("naive", "fail", ["static"], "binary")]))
+    huge = work / "generated-50mb"
+    huge.mkdir(parents=True, exist_ok=True)
+    with (huge / part_files["naive"]).open("w") as f:
+        line = "// " + "x" * 1021 + "\n"
+        for _ in range(50 * 1024):
+            f.write(line)
+    made.append(HandIn("generated-50mb", huge, "naive.cu is a 50 MB file.",
+                       [Expectation("naive", "fail", ["static"], "MB")]))
+    return made
+
+
+def _speed_class(part: PartResult) -> str:
+    if part.speed is None or part.speed.fraction <= 0:
+        return "none"
+    return "full" if part.speed.fraction >= 1 else "partial"
+
+
+def _got(part: PartResult) -> str:
+    failed = [n for n in STAGES if part.stages[n].status in ("failed", "error")]
+    if failed:
+        return "fail [" + ", ".join(failed) + "]"
+    if any(part.stages[n].status == "not_run" for n in STAGES):
+        not_run = [n for n in STAGES if part.stages[n].status == "not_run"]
+        return "not run [" + ", ".join(not_run) + "]"
+    return "pass" if part.speed_score >= part.speed_max else "slow"
+
+
+def judge(part: PartResult, exp: Expectation, gpu: bool) -> tuple:
+    """(ok, why) for one part of one hand-in."""
+    st = part.stages
+    text_of = {n: " ".join([st[n].summary, st[n].details, *st[n].hints]).lower() for n in STAGES}
+    if not gpu:
+        gpu_free_failing = [s for s in exp.failing if s in GPU_FREE_STAGES]
+        if gpu_free_failing:
+            for s in gpu_free_failing:
+                if st[s].status != "failed":
+                    return False, f"{s} should fail, it is {st[s].status}"
+            if exp.reason and not any(exp.reason.lower() in text_of[s] for s in gpu_free_failing):
+                return False, f"no failing stage mentions {exp.reason!r}"
+            return True, ""
+        for s in GPU_FREE_STAGES:
+            if st[s].status != "passed":
+                return False, f"{s} should pass, it is {st[s].status}: {st[s].summary}"
+        passed_gpu = [s for s in STAGES if s not in GPU_FREE_STAGES and st[s].status == "passed"]
+        if passed_gpu:
+            return False, f"without a GPU these stages must not pass: {passed_gpu}"
+        return True, "GPU stages not run"
+    if exp.verdict == "pass":
+        if part.failed_stage or part.score < part.max_score - 1e-9:
+            return False, f"expected full marks, got {part.score:g}/{part.max_score:g}"
+    elif exp.verdict == "slow":
+        if part.failed_stage:
+            return False, f"expected a correct part, {part.failed_stage} failed: {st[part.failed_stage].summary}"
+        if part.correctness_score < part.correctness_max - 1e-9 or part.speed_score >= part.speed_max:
+            return False, f"expected full correctness and partial speed, got {part.correctness_score:g} and " \
+                          f"{part.speed_score:g}/{part.speed_max:g}"
+    else:
+        for s in exp.failing:
+            if st[s].status != "failed":
+                return False, f"{s} should fail, it is {st[s].status}: {st[s].summary}"
+        if part.correctness_score >= part.correctness_max - 1e-9:
+            return False, "expected lost correctness points, got them all"
+        if exp.reason and not any(exp.reason.lower() in text_of[s] for s in exp.failing):
+            return False, f"no failing stage mentions {exp.reason!r}"
+    if exp.speed and _speed_class(part) != exp.speed:
+        return False, f"expected speed {exp.speed}, measured {_speed_class(part)}"
+    return True, ""
+
+
+def _describe(exp: Expectation) -> str:
+    text = exp.verdict
+    if exp.failing:
+        text += " [" + ", ".join(exp.failing) + "]"
+    if exp.speed:
+        text += f", speed {exp.speed}"
+    return text
+
+
+def run_selftest(
+    root: Path,
+    build_dir: Path,
+    out_dir: Path,
+    *,
+    names: tuple = (),
+    jobs: int = 4,
+    echo: Callable[[str], None] = print,
+) -> tuple:
+    """Grades every hand-in and returns (rows, gpu_present)."""
+    from .assignment import load_assignment
+    from .paths import ASSIGNMENT_FILE
+
+    assignment = load_assignment(root / ASSIGNMENT_FILE)
+    part_files = {p.id: p.file for p in assignment.parts}
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    hand_ins = [HandIn("reference-solutions", root / "solutions", "The reference solutions.",
+                       [Expectation(p.id, "pass") for p in assignment.parts])]
+    hand_ins += load_hand_ins(root / "tests" / "submissions", set(part_files))
+    hand_ins += generated_hand_ins(out_dir / "generated", part_files)
+    if names:
+        hand_ins = [h for h in hand_ins if h.name in names]
+    lock = GpuLock()
+
+    def one(hand_in: HandIn) -> GradeResult:
+        opt = GradeOptions(root=root, build_dir=build_dir, out_dir=out_dir / hand_in.name, mode="grade", seed=1,
+                           parts=tuple(e.part for e in hand_in.expectations), jobs=max(1, (os.cpu_count() or 2) // jobs),
+                           gpu_lock=lock)
+        result = grade(hand_in.path, opt)
+        echo(f"graded {hand_in.name} in {result.seconds:.1f} s")
+        return result
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, hand_ins))
+    gpu = any(r.gpu for r in results)
+    rows = []
+    for hand_in, result in zip(hand_ins, results):
+        by_id = {p.id: p for p in result.parts}
+        for exp in hand_in.expectations:
+            part = by_id[exp.part]
+            ok, why = judge(part, exp, gpu)
+            rows.append(Row(hand_in.name, exp.part, _describe(exp), _got(part), ok, why,
+                            f"{part.score:g}/{part.max_score:g}"))
+    (out_dir / "selftest.json").write_text(json.dumps({"gpu": gpu, "rows": [asdict(r) for r in rows]}, indent=2))
+    return rows, gpu
+
+
+def format_rows(rows: list, gpu: bool) -> str:
+    header = ("hand-in", "part", "expected", "got", "points", "ok")
+    table = [(r.hand_in, r.part, r.expected, r.got, r.points, "ok" if r.ok else "MISMATCH: " + r.why) for r in rows]
+    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(header)] if table else [len(h) for h in header]
+    widths[-1] = len(header[-1])
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(t, widths)) for t in table]
+    bad = sum(not r.ok for r in rows)
+    lines.append(f"{len(rows) - bad}/{len(rows)} as expected" + ("" if gpu else " (no GPU: static and build stages judged)"))
+    return "\n".join(lines)

@@ -1,0 +1,223 @@
+"""Static checks of a part file, before and after it is compiled.
+
+Before: the file must exist as a plain text file of sensible size, define the
+part's launcher, and not pull in a library GEMM, load libraries at run time,
+define `main` or define functions named like the CUDA runtime or driver API
+(which could stand in for the harness's own calls, e.g. its timers). The
+source is scanned with comments and string literals removed, so a comment
+that mentions cuBLAS is fine.
+
+After: the compiled object's symbol table is the authority a macro cannot
+fool. It must not define `main` or CUDA-named functions, and must not call
+cuBLAS/cuDNN or dlopen.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .assignment import Part
+
+MAX_PART_BYTES = 512 * 1024
+
+# Libraries that would do the multiplication for the student.
+_LIBRARY_WORDS = re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cutlass|cusparse\w*|nvmath\w*)\b|\bcute::", re.I)
+_LIBRARY_INCLUDE = re.compile(r"#\s*include\s*[<\"]\s*(cublas|cudnn|cutlass|cute/|cusparse|nvmath)[^>\"]*[>\"]", re.I)
+_DYNAMIC_LOADING = re.compile(r"\b(dlopen|dlsym|dlmopen)\b")
+_MAIN_DEFINITION = re.compile(r"\bmain\s*\([^;{]*\)\s*\{")
+# A function definition whose name belongs to the CUDA runtime, driver or
+# CUPTI API: name(params) { ... }. Calls are followed by ';' or an operator,
+# never directly by '{'.
+_CUDA_NAME = r"(cuda[A-Z]\w*|cu[A-Z]\w*|cupti[A-Z]\w*|__cuda\w*)"
+_CUDA_DEFINITION = re.compile(_CUDA_NAME + r"\s*\([^;{}()]*(?:\([^()]*\)[^;{}()]*)*\)\s*(?:noexcept\s*)?\{")
+_CUDA_SYMBOL = re.compile("^" + _CUDA_NAME + r"\b")
+_FORBIDDEN_CALLS = re.compile(r"^(cublas\w*|cudnn\w*|dlopen|dlsym|dlmopen)\b")
+
+
+@dataclass
+class StaticResult:
+    ok: bool
+    summary: str = ""
+    details: str = ""
+    hints: list = field(default_factory=list)
+
+
+def strip_comments_and_strings(text: str) -> str:
+    """The source with comments, string and character literals blanked out.
+    Newlines are kept, so positions still map to lines."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        nxt = text[i + 1] if i + 1 < n else ""
+        if c == "/" and nxt == "/":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif c == "/" and nxt == "*":
+            j = text.find("*/", i + 2)
+            end = n if j < 0 else j + 2
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i:end]))
+            i = end
+        elif c == "R" and nxt == '"' and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            # Raw string R"delim( ... )delim"
+            open_paren = text.find("(", i + 2)
+            delim = text[i + 2 : open_paren] if open_paren >= 0 else ""
+            close = text.find(")" + delim + '"', open_paren + 1) if open_paren >= 0 else -1
+            end = n if close < 0 else close + len(delim) + 2
+            out.append('""' + "\n" * text[i:end].count("\n"))
+            i = end
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + c)
+            i = min(j + 1, n)
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def kernel_names(source_text: str) -> set:
+    """Names of the __global__ functions a part file defines."""
+    code = strip_comments_and_strings(source_text)
+    names = set()
+    for m in re.finditer(r"\b__global__\b", code):
+        # The name is the identifier right before the parameter list; skip
+        # the argument lists of __launch_bounds__ / __cluster_dims__ on the way.
+        pos = m.end()
+        while True:
+            paren = code.find("(", pos)
+            if paren < 0:
+                break
+            ids = re.findall(r"[A-Za-z_]\w*", code[pos:paren])
+            if ids and ids[-1] in ("__launch_bounds__", "__cluster_dims__", "__maxnreg__"):
+                depth, j = 0, paren
+                while j < len(code):
+                    depth += {"(": 1, ")": -1}.get(code[j], 0)
+                    j += 1
+                    if depth == 0:
+                        break
+                pos = j
+                continue
+            if ids:
+                names.add(ids[-1])
+            break
+    return names
+
+
+def _line_of(code: str, pos: int) -> int:
+    return code.count("\n", 0, pos) + 1
+
+
+def check_source(path: Path, part: Part) -> StaticResult:
+    """The checks that need only the file."""
+    name = part.file
+    if path.is_symlink():
+        return StaticResult(False, f"{name} is a symbolic link", hints=[f"Hand in {name} itself, not a link to it."])
+    if not path.exists():
+        return StaticResult(
+            False,
+            f"{name} is missing",
+            hints=[f"Hand in {name} (the file name must match exactly) with {part.launcher} in it."],
+        )
+    if not path.is_file():
+        return StaticResult(False, f"{name} is not a regular file", hints=[f"Hand in {name} as a plain file."])
+    size = path.stat().st_size
+    if size > MAX_PART_BYTES:
+        return StaticResult(
+            False,
+            f"{name} is {size / 1e6:.1f} MB; a part file must be under {MAX_PART_BYTES // 1024} KB",
+            hints=["Hand in only your source code for this part."],
+        )
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\x00" in text:
+        return StaticResult(
+            False,
+            f"{name} is not a text file (it holds binary data)",
+            hints=[f"Hand in the CUDA source {name}, not a compiled or archived file."],
+        )
+    code = strip_comments_and_strings(text)
+
+    problems = []
+    for m in _LIBRARY_INCLUDE.finditer(code):
+        problems.append((m.start(), f"includes {m.group(1)}: library GEMM routines are not allowed"))
+    for m in _LIBRARY_WORDS.finditer(code):
+        problems.append((m.start(), f"uses {m.group(0)}: library GEMM routines are not allowed"))
+    for m in _DYNAMIC_LOADING.finditer(code):
+        problems.append((m.start(), f"calls {m.group(1)}: loading libraries at run time is not allowed"))
+    for m in _MAIN_DEFINITION.finditer(code):
+        problems.append((m.start(), "defines main(): the harness provides main, a part file must not"))
+    for m in _CUDA_DEFINITION.finditer(code):
+        problems.append(
+            (m.start(), f"defines {m.group(1)}(): a part file may not define CUDA runtime or driver functions")
+        )
+    if problems:
+        problems.sort()
+        first = problems[0][1]
+        listed = "\n".join(f"{name}:{_line_of(code, pos)}: {what}" for pos, what in problems[:10])
+        return StaticResult(
+            False,
+            f"{name} {first}",
+            details=listed,
+            hints=["Write the kernel yourself with plain CUDA: the point of the part is the technique, not a library."]
+            if "library" in first
+            else [],
+        )
+    if not re.search(r"\b" + re.escape(part.launcher) + r"\b", code):
+        return StaticResult(
+            False,
+            f"{name} does not define {part.launcher}",
+            hints=[f"The launcher must be declared exactly as: {part.declaration}"],
+        )
+    if not kernel_names(text):
+        return StaticResult(
+            False,
+            f"{name} defines no __global__ kernel",
+            hints=["The work must run in a kernel of your own, launched by the launcher."],
+        )
+    return StaticResult(True, f"{name}: {size} bytes, kernels: {', '.join(sorted(kernel_names(text)))}")
+
+
+def audit_object(object_file: Path) -> StaticResult:
+    """Checks the compiled part's symbol table (nm): what it defines and what it calls."""
+    try:
+        defined = _nm(object_file, "--defined-only")
+        undefined = _nm(object_file, "--undefined-only")
+    except (OSError, subprocess.SubprocessError) as e:
+        return StaticResult(False, f"cannot read the symbols of the compiled part: {e}")
+    problems = []
+    for symbol in defined:
+        if symbol == "main" or symbol.startswith("main("):
+            problems.append("defines main(): the harness provides main")
+        elif _CUDA_SYMBOL.match(symbol):
+            problems.append(f"defines {symbol}: a part file may not define CUDA runtime or driver functions")
+    for symbol in undefined:
+        m = _FORBIDDEN_CALLS.match(symbol)
+        if m:
+            problems.append(f"calls {m.group(1)}: library GEMM routines and run-time loading are not allowed")
+    if problems:
+        return StaticResult(False, f"the compiled part {problems[0]}", details="\n".join(sorted(set(problems))))
+    return StaticResult(True, "the compiled part defines and calls nothing it should not")
+
+
+def _nm(object_file: Path, which: str) -> list:
+    # Global symbols only (-g): nvcc's own registration code is local.
+    proc = subprocess.run(
+        ["nm", "-g", "-C", which, str(object_file)], capture_output=True, text=True, timeout=60, check=True
+    )
+    names = []
+    for line in proc.stdout.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3:
+            names.append(parts[2])
+        elif len(parts) == 2:  # undefined symbols have no address
+            names.append(parts[1])
+    return names

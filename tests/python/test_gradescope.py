@@ -1,0 +1,113 @@
+"""results.json against Gradescope's published field list, and what students may see."""
+
+import json
+
+import pytest
+
+from grade_fixtures import failing_boundary, grade_result, passing_tiled
+from tilelab.assignment import load_assignment
+from tilelab.gradescope import error_results, results_json, write_results
+
+NUMBER = (int, float)
+# Gradescope autograder specification, results.json: every field and its type.
+TOP_LEVEL = {
+    "score": NUMBER, "execution_time": NUMBER, "output": str, "output_format": str, "test_output_format": str,
+    "test_name_format": str, "visibility": str, "stdout_visibility": str, "extra_data": dict, "tests": list,
+    "leaderboard": list,
+}
+TEST_FIELDS = {
+    "score": NUMBER, "max_score": NUMBER, "status": str, "name": str, "name_format": str, "number": str,
+    "output": str, "output_format": str, "tags": list, "visibility": str, "extra_data": dict,
+}
+FORMATS = {"text", "html", "simple_format", "md", "ansi"}
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def check_spec(doc: dict) -> None:
+    for key, value in doc.items():
+        assert key in TOP_LEVEL, f"unknown top-level field {key}"
+        assert isinstance(value, TOP_LEVEL[key]), f"{key} has type {type(value).__name__}"
+    assert "score" in doc or all("score" in t for t in doc["tests"])
+    for key in ("output_format", "test_output_format", "test_name_format"):
+        if key in doc:
+            assert doc[key] in FORMATS
+    for key in ("visibility", "stdout_visibility"):
+        if key in doc:
+            assert doc[key] in VISIBILITIES
+    for test in doc.get("tests", []):
+        for key, value in test.items():
+            assert key in TEST_FIELDS, f"unknown test field {key}"
+            assert isinstance(value, TEST_FIELDS[key]), f"test {key} has type {type(value).__name__}"
+            assert not isinstance(value, bool)
+        assert test.get("status", "passed") in ("passed", "failed")
+        assert test.get("visibility", "visible") in VISIBILITIES
+        assert test.get("output_format", "text") in FORMATS
+        assert all(isinstance(t, str) for t in test.get("tags", []))
+    json.dumps(doc, allow_nan=False)  # no NaN or infinity, which JSON cannot hold
+
+
+@pytest.fixture
+def assignment(root):
+    return load_assignment(root / "assignment.yaml")
+
+
+def test_results_follow_the_spec_and_add_up(assignment):
+    doc = results_json(grade_result(passing_tiled(), failing_boundary()), assignment)
+    check_spec(doc)
+    assert doc["score"] == pytest.approx(sum(t["score"] for t in doc["tests"]))
+    assert doc["score"] == pytest.approx(25.0 + 7.5)
+    assert sum(t["max_score"] for t in doc["tests"]) == pytest.approx(25.0 + 20.0)
+    names = [t["name"] for t in doc["tests"]]
+    assert "Tiled kernel with shared memory: speed" in names
+    assert [t["number"] for t in doc["tests"][:3]] == ["1.1", "1.2", "1.3"]
+
+
+def test_hidden_cases_are_hidden_and_announced(assignment):
+    doc = results_json(grade_result(failing_boundary()), assignment)
+    hidden = [t for t in doc["tests"] if "hidden cases" in t["name"]]
+    assert len(hidden) == 1 and hidden[0]["visibility"] == "after_published"
+    assert hidden[0]["output"] == "1 of 2 hidden cases passed."
+    visible_text = doc["output"] + "".join(t["output"] for t in doc["tests"] if t["visibility"] == "visible")
+    assert "w97" not in visible_text and "w48" not in visible_text
+    assert "2 hidden cases" in visible_text
+    # The total would reveal hidden results: the summary counts visible tests only.
+    assert "3.75 / 12.50" in doc["output"]  # public cases 7.5 + speed 5
+
+
+def test_public_failure_output_says_what_to_fix(assignment):
+    doc = results_json(grade_result(failing_boundary()), assignment)
+    public = next(t for t in doc["tests"] if "public cases" in t["name"])
+    assert public["status"] == "failed" and public["score"] == pytest.approx(3.75)
+    assert "| w17 | 17 x 17 x 17 | FAILED: 17 elements of P are never written |" in public["output"]
+    assert "P[16][0]: expected 3.25, got unwritten" in public["output"]
+    assert "not a multiple of 32" in public["output"]
+
+
+def test_speed_output_names_the_ceiling(assignment):
+    doc = results_json(grade_result(passing_tiled()), assignment)
+    speed = next(t for t in doc["tests"] if t["name"].endswith(": speed"))
+    assert speed["score"] == 10.0 and speed["status"] == "passed"
+    assert "FP32 FMA peak measured on this GPU (56000 GFLOP/s)" in speed["output"]
+    assert "full credit from 6720 GFLOP/s" in speed["output"]
+
+
+def test_withheld_points_show_as_failed_public_cases(assignment):
+    part = passing_tiled()
+    part.stages["racecheck"].status = "failed"
+    part.withheld_by = ["racecheck"]
+    part.correctness_score = 0.0
+    doc = results_json(grade_result(part), assignment)
+    public = next(t for t in doc["tests"] if "public cases" in t["name"])
+    assert public["score"] == 0 and public["status"] == "failed"
+
+
+def test_error_results_are_valid_and_keep_the_traceback_from_students(tmp_path):
+    doc = error_results("Traceback (most recent call last):\n  ...\nRuntimeError: boom")
+    check_spec(doc)
+    visible, hidden = doc["tests"]
+    assert visible["visibility"] == "visible" and "not a problem with your work" in doc["output"]
+    assert hidden["visibility"] == "hidden" and "RuntimeError: boom" in hidden["output"]
+    path = tmp_path / "results" / "results.json"
+    write_results(doc, path)
+    assert json.loads(path.read_text()) == doc
+    assert not list(path.parent.glob("*.tmp"))

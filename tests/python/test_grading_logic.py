@@ -1,0 +1,235 @@
+"""Pure grading logic with real values: scoring, static checks, launch checks,
+diagnosis, the GPU lock, the process runner and the self-test's judge."""
+
+import sys
+import threading
+import time
+
+import pytest
+
+from grade_fixtures import failing_boundary, passing_tiled
+from tilelab import process
+from tilelab.assignment import load_assignment
+from tilelab.diagnose import case_hints
+from tilelab.gpu_lock import GpuLock
+from tilelab.launch_checks import check_launches, kernel_base_name
+from tilelab.model import CaseResult
+from tilelab.scoring import compulsory_bytes, intensity, scoring_time, speed_fraction
+from tilelab.selftest import Expectation, judge
+from tilelab.static_checks import check_source, kernel_names, strip_comments_and_strings
+
+
+@pytest.fixture
+def parts(root):
+    return {p.id: p for p in load_assignment(root / "assignment.yaml").parts}
+
+
+# --- scoring ---------------------------------------------------------------
+
+def test_intensity_of_the_timing_sizes():
+    assert compulsory_bytes(4096, 4096, 4096) == 3 * 4 * 4096 * 4096
+    assert intensity(4096, 4096, 4096) == pytest.approx(682.67, abs=0.01)
+    assert intensity(2048, 4096, 8192) == pytest.approx(2 * 2048 * 4096 * 8192 / (4 * (2048 * 4096 + 4096 * 8192 + 2048 * 8192)))
+
+
+def test_speed_fraction_is_linear_between_zero_and_target():
+    # H100 figures: tiled reference 9193 GFLOP/s, target 12% of 56000, zero at 60% of that.
+    target = 0.12 * 56000
+    assert speed_fraction(9193, target, 0.6) == 1.0
+    assert speed_fraction(5278, target, 0.6) == pytest.approx((5278 - 4032) / (6720 - 4032))  # naive as tiled
+    assert speed_fraction(4000, target, 0.6) == 0.0
+
+
+def test_scoring_time_prefers_the_longest_honest_clock():
+    honest = scoring_time(14.951, 14.944, 14.960)
+    assert honest.ms == 14.951 and honest.flags == []
+    side_stream = scoring_time(0.84, 0.80, 53.8)  # work hidden on another stream: 64x under-report
+    assert side_stream.ms == 53.8 and "another stream" in side_stream.flags[0]
+    late = scoring_time(10.0, 12.0, 12.1)
+    assert late.ms == 12.0 and "kernel span" in late.flags[0]
+
+
+# --- static checks -----------------------------------------------------------
+
+def test_stripping_keeps_code_and_drops_comments_and_strings():
+    code = strip_comments_and_strings('int a; // cublasSgemm\n/* cudnn */ f("cublas"); char c = \'"\';\n')
+    assert "cublas" not in code and "cudnn" not in code
+    assert "int a;" in code and code.count("\n") == 2
+
+
+def test_kernel_names_handles_templates_and_launch_bounds():
+    src = "template <int T> __global__ void __launch_bounds__(256) tiles(float* p) {}\n__global__ void plain() {}"
+    assert kernel_names(src) == {"tiles", "plain"}
+
+
+@pytest.mark.parametrize("source, message", [
+    ('#include <cublas_v2.h>\nvoid launchNaive(const float*, const float*, float*, int) {}', "cublas"),
+    ('__global__ void k(){}\nvoid launchNaive(const float*, const float*, float*, int) { dlopen("x", 0); }', "dlopen"),
+    ('__global__ void k(){}\nint main() { return 0; }\nvoid launchNaive(const float*, const float*, float*, int) {}', "main()"),
+    ('__global__ void k(){}\ncudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = 1; return cudaSuccess; }\n'
+     'void launchNaive(const float*, const float*, float*, int) {}', "cudaEventElapsedTime"),
+    ('__global__ void k(){}\nvoid launchNaivety() {}', "does not define launchNaive"),
+    ('void launchNaive(const float*, const float*, float*, int) {}', "no __global__ kernel"),
+])
+def test_static_checks_reject(tmp_path, parts, source, message):
+    path = tmp_path / "naive.cu"
+    path.write_text(source)
+    found = check_source(path, parts["naive"])
+    assert not found.ok and message in found.summary + found.details
+
+
+def test_static_checks_accept_mentions_in_comments_and_calls_of_cuda(tmp_path, parts):
+    path = tmp_path / "naive.cu"
+    path.write_text('// unlike cublasSgemm, we write our own\n__global__ void k() {}\n'
+                    'void launchNaive(const float*, const float*, float*, int) {\n'
+                    '  if (cudaGetLastError() != cudaSuccess) { return; }\n  k<<<1, 1>>>();\n}\n')
+    assert check_source(path, parts["naive"]).ok
+
+
+def test_static_checks_on_files_that_are_not_sources(tmp_path, parts):
+    p = parts["naive"]
+    assert "missing" in check_source(tmp_path / "naive.cu", p).summary
+    (tmp_path / "naive.cu").write_bytes(b"\x7fELF\x00\x01")
+    assert "binary" in check_source(tmp_path / "naive.cu", p).summary
+    (tmp_path / "naive.cu").unlink()
+    (tmp_path / "elsewhere.cu").write_text("x")
+    (tmp_path / "naive.cu").symlink_to(tmp_path / "elsewhere.cu")
+    assert "symbolic link" in check_source(tmp_path / "naive.cu", p).summary
+
+
+# --- launch checks -------------------------------------------------------------
+
+def kernel(name, static=0, dynamic=0):
+    return {"name": name, "grid": [2, 2, 1], "block": [32, 32, 1], "static_shared_bytes": static,
+            "dynamic_shared_bytes": dynamic, "registers_per_thread": 40, "duration_ms": 0.01}
+
+
+def case(name, launches, memory=(), props=None):
+    c = {"name": name, "status": "ok", "launches_recorded": True, "launches": list(launches),
+         "memory_operations": list(memory), "launches_outside_call": []}
+    if props:
+        c["props_given"] = props
+    return c
+
+
+def test_kernel_base_name_from_cupti_names():
+    assert kernel_base_name("tiledKernel(float const*, float const*, float*, int)") == "tiledKernel"
+    assert kernel_base_name("void ns::tiles<32, (bool)1>(float*)") == "tiles"
+
+
+def test_launch_checks_pass_the_reference_records():
+    result = {"cases": [case("w64", [kernel("tiledKernel(float const*, float const*, float*, int)", static=8192)])]}
+    assert check_launches(result, "tiled.cu", {"tiledKernel"}, "required").status == "passed"
+
+
+def test_launch_checks_catch_host_computing_foreign_kernels_and_missing_shared_memory():
+    copied = {"cases": [case("w17", [kernel("dummy()")], memory=[{"kind": "DtoH", "bytes": 2312},
+                                                                 {"kind": "HtoD", "bytes": 1156}])]}
+    found = check_launches(copied, "naive.cu", {"dummy"}, "any")
+    assert found.status == "failed" and "3468 bytes between host and device" in found.summary
+    foreign = {"cases": [case("w17", [kernel("sm90_xmma_gemm_f32f32_tf32f32(Params)")])]}
+    assert "sm90_xmma_gemm_f32f32_tf32f32" in check_launches(foreign, "naive.cu", {"k"}, "any").summary
+    no_smem = {"cases": [case("w64", [kernel("naiveKernel(float const*)")])]}
+    assert "uses no shared memory" in check_launches(no_smem, "tiled.cu", {"naiveKernel"}, "required").summary
+
+
+def test_launch_checks_of_the_dynamic_part():
+    ok = {"cases": [case("c", [kernel("dyn(float*)", dynamic=2048)], props={"sharedMemPerBlock": 2048})]}
+    assert check_launches(ok, "dynamic_smem.cu", {"dyn"}, "dynamic_only").status == "passed"
+    static = {"cases": [case("c", [kernel("dyn(float*)", static=8192)], props={"sharedMemPerBlock": 49152})]}
+    assert "8192 bytes of static __shared__" in check_launches(static, "d.cu", {"dyn"}, "dynamic_only").details
+    greedy = {"cases": [case("c", [kernel("dyn(float*)", dynamic=8192)], props={"sharedMemPerBlock": 512})]}
+    found = check_launches(greedy, "d.cu", {"dyn"}, "dynamic_only")
+    assert found.status == "failed" and "8192 bytes" in found.summary and "limit of 512" in found.summary
+
+
+def test_launch_checks_survive_garbage_from_the_harness():
+    garbage = {"cases": [case("c", [{"name": 5, "static_shared_bytes": "lots"}], memory=["x"])], "extra": None}
+    assert check_launches(garbage, "tiled.cu", {"k"}, "required").status == "failed"
+    assert check_launches({"cases": "nope"}, "tiled.cu", {"k"}, "required").status == "not_run"
+
+
+# --- diagnosis -------------------------------------------------------------------
+
+def test_hints_name_the_boundary_mistake():
+    cases = [CaseResult("w32", "public", 32, 32, 32, True), CaseResult("w64", "public", 64, 64, 64, True),
+             CaseResult("w17", "public", 17, 17, 17, False, wrong=20),
+             CaseResult("w33", "public", 33, 33, 33, False, unwritten=33)]
+    hints = case_hints(cases)
+    assert any("not a multiple of 32" in h for h in hints)
+    assert any("never written" in h for h in hints)
+
+
+def test_hints_name_the_stride_mistake_and_harness_statuses():
+    cases = [CaseResult("64x64x64", "public", 64, 64, 64, True),
+             CaseResult("17x33x65", "public", 17, 33, 65, False, wrong=500, exact=True),
+             CaseResult("33x17x65", "public", 33, 17, 65, False, status="crash", ran=False)]
+    hints = case_hints(cases)
+    assert any("j, k and l all differ" in h for h in hints)
+    assert any("small-integer" in h for h in hints)
+    assert any("crashed on the host" in h for h in hints)
+
+
+# --- self-test judge ---------------------------------------------------------------
+
+def test_judge_with_a_gpu():
+    assert judge(passing_tiled(), Expectation("tiled", "pass"), gpu=True) == (True, "")
+    ok, why = judge(failing_boundary(), Expectation("boundary", "pass"), gpu=True)
+    assert not ok and "full marks" in why
+    assert judge(failing_boundary(), Expectation("boundary", "fail", ["correctness"]), gpu=True)[0]
+    ok, why = judge(failing_boundary(), Expectation("boundary", "fail", ["racecheck"]), gpu=True)
+    assert not ok and "racecheck should fail" in why
+
+
+def test_judge_without_a_gpu_never_accepts_a_passed_gpu_stage():
+    part = passing_tiled()
+    ok, why = judge(part, Expectation("tiled", "pass"), gpu=False)
+    assert not ok and "must not pass" in why
+    for name in ("correctness", "launch", "memcheck", "racecheck", "speed"):
+        part.stages[name].status = "not_run"
+    assert judge(part, Expectation("tiled", "pass"), gpu=False)[0]
+
+
+# --- GPU lock and process runner ---------------------------------------------------
+
+def test_exclusive_waits_for_shared_users_and_blocks_new_ones():
+    lock, events = GpuLock(), []
+
+    def sharer(tag, hold):
+        with lock.shared():
+            events.append(f"{tag} in")
+            time.sleep(hold)
+            events.append(f"{tag} out")
+
+    first = threading.Thread(target=sharer, args=("a", 0.2))
+    first.start()
+    time.sleep(0.05)
+
+    def timer():
+        with lock.exclusive():
+            events.append("timing")
+
+    t = threading.Thread(target=timer)
+    t.start()
+    time.sleep(0.05)
+    late = threading.Thread(target=sharer, args=("b", 0))
+    late.start()
+    for th in (first, t, late):
+        th.join()
+    assert events == ["a in", "a out", "timing", "b in", "b out"]
+
+
+def test_process_run_keeps_head_and_tail_of_a_flood():
+    flood = "import sys\nsys.stdout.write('START\\n' + 'x' * 5_000_000 + '\\nEND\\n')"
+    done = process.run([sys.executable, "-c", flood], timeout_s=60)
+    assert done.exit_code == 0 and done.stdout_bytes > 5_000_000
+    assert done.stdout.startswith("START") and done.stdout.rstrip().endswith("END")
+    assert len(done.stdout) < 3 * process.KEEP_BYTES and "bytes not shown" in done.stdout
+
+
+def test_process_run_kills_the_whole_group_on_time_out():
+    script = "import subprocess, time\nsubprocess.Popen(['sleep', '30'])\ntime.sleep(30)"
+    start = time.monotonic()
+    done = process.run([sys.executable, "-c", script], timeout_s=1)
+    assert done.timed_out and done.exit_code is None
+    assert time.monotonic() - start < 15  # the child sleep holds the pipe: it must have been killed too

@@ -1,0 +1,370 @@
+"""The reports students read: built from GradeResults made here, with the
+values a real grading produces (H100 ceilings, 4096^3 timing, a boundary bug
+at Width 17, a build that does not compile)."""
+
+import re
+import sys
+
+import pytest
+
+from tilelab.model import STAGE_TITLES, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+from tilelab.report import (
+    DETAIL_LINE_CAP,
+    plot_roofline,
+    render_html,
+    render_markdown,
+    write_reports,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+H100_GPU = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "multiprocessors": 132}
+H100_CEILINGS = {"fp32_gflops": 56000.0, "dram_gbps": 2830.0, "device_name": "NVIDIA H100 80GB HBM3"}
+
+# The failing part's hidden cases: none of these names or sizes may reach a student.
+HIDDEN_FAILING = ("w49", "w129-int")
+HIDDEN_PASSING = ("w5", "w96")
+
+
+def stages(**overrides) -> dict:
+    """Every stage passed unless overridden with (status, summary[, details, hints])."""
+    result = {}
+    for name in STAGES:
+        status, summary, details, hints = "passed", f"{STAGE_TITLES[name]}: nothing wrong found", "", []
+        if name in overrides:
+            spec = overrides[name]
+            status, summary = spec[0], spec[1]
+            details = spec[2] if len(spec) > 2 else ""
+            hints = spec[3] if len(spec) > 3 else []
+        result[name] = Stage(name=name, status=status, summary=summary, details=details, seconds=1.5, hints=hints)
+    return result
+
+
+def square_case(width, set_name="public", passed=True, **kw) -> CaseResult:
+    name = kw.pop("name", f"w{width}")
+    return CaseResult(name=name, set=set_name, j=width, k=width, l=width, passed=passed, **kw)
+
+
+def naive_part() -> PartResult:
+    speed = Speed(
+        case="4096x4096x4096", gflops=5278.0, time_ms=26.04, event_ms=26.04, cupti_ms=26.03, wall_ms=26.10,
+        ceiling="FP32 FMA peak", ceiling_value=56000.0, bound_gflops=56000.0, intensity=682.67,
+        target_fraction=0.08, target_gflops=4480.0, zero_gflops=700.0, fraction=1.0,
+        flags=["timed by CUDA events; CUPTI span agrees within 0.1 %"],
+    )
+    return PartResult(
+        id="naive", title="Naive kernel", file="naive.cu",
+        stages=stages(racecheck=("not_run", "racecheck skipped: this part uses no shared memory")),
+        cases=[square_case(w) for w in (1, 2, 3, 16, 17, 33)] + [square_case(64, name="w64-int", exact=True)]
+        + [square_case(w, "hidden") for w in (7, 63, 65)],
+        correctness_score=10, correctness_max=10, speed_score=5, speed_max=5, speed=speed, hidden_total=3,
+        launches=[{"name": "naiveKernel(const float*, const float*, float*, int)", "grid": [2, 2, 1],
+                   "block": [16, 16, 1], "static_shared_bytes": 0, "dynamic_shared_bytes": 0,
+                   "registers_per_thread": 38, "duration_ms": 0.004}],
+    )
+
+
+def boundary_part() -> PartResult:
+    w17 = square_case(
+        17, passed=False, wrong=33, reasons=["33 of 289 elements wrong (max |got - expected| = 3.1)"],
+        first_errors=[
+            ElementError(row=0, col=16, expected=4.123456789, got="1.0625", allowed=2.5e-6),
+            ElementError(row=16, col=0, expected=-2.75, got="unwritten", allowed=2.1e-6),
+        ],
+    )
+    w47 = square_case(
+        47, name="w47-int", passed=False, exact=True, wrong=47, reasons=["47 elements wrong"],
+        first_errors=[ElementError(row=46, col=3, expected=112.0, got="104", allowed=0.0)],
+    )
+    hidden = [
+        square_case(49, "hidden", passed=False, wrong=97, reasons=["97 elements wrong"],
+                    first_errors=[ElementError(row=48, col=1, expected=7.3125, got="0", allowed=3e-6)]),
+        square_case(129, "hidden", name="w129-int", passed=False, exact=True, wrong=257, reasons=["257 wrong"],
+                    first_errors=[ElementError(row=128, col=2, expected=12.0, got="nan", allowed=0.0)]),
+        square_case(5, "hidden"),
+        square_case(96, "hidden"),
+    ]
+    return PartResult(
+        id="boundary", title="Boundary checks for any Width", file="boundary.cu",
+        stages=stages(
+            correctness=(
+                "failed", "2 of 4 public cases failed; hidden w49 and w129-int failed too",
+                "w17: 33 elements wrong\nw47-int: 47 elements wrong\nhidden case w49 (49x49x49): 97 wrong",
+                ["Width 17 is one above a 16-wide tile: the last tile's loads must read 0.0 outside the matrix",
+                 "Check that the number of phases is ceil(Width / TILE), computed in integers"],
+            ),
+            speed=("not_run", "not run: speed is measured only when every correctness case passes"),
+        ),
+        cases=[square_case(16), w17, square_case(32), w47] + hidden,
+        correctness_score=7.5, correctness_max=15, speed_score=0, speed_max=5, hidden_total=4,
+    )
+
+
+COMPILER_OUTPUT = "\n".join(
+    ["tiled.cu(41): error: identifier \"__synchthreads\" is undefined <script>alert('x')</script>"]
+    + [f"tiled.cu({50 + i}): note: template instantiation step {i} | detail" for i in range(70)]
+)
+
+
+def tiled_part() -> PartResult:
+    not_run = {n: ("not_run", "skipped because the build failed") for n in STAGES if n not in ("static", "build")}
+    return PartResult(
+        id="tiled", title="Tiled kernel with shared memory", file="tiled.cu",
+        stages=stages(
+            build=("failed", "nvcc could not compile tiled.cu (1 error)", COMPILER_OUTPUT,
+                   ["A barrier is spelt __syncthreads()"]),
+            **not_run,
+        ),
+        cases=[], correctness_score=0, correctness_max=15, speed_score=0, speed_max=10,
+    )
+
+
+def make_result(**kw) -> GradeResult:
+    fields = dict(
+        assignment="tilelab_matmul", mode="grade", submission="/autograder/submission", seed=424242,
+        gpu=dict(H100_GPU), ceilings=dict(H100_CEILINGS), parts=[naive_part(), boundary_part(), tiled_part()],
+        started="2026-11-21T14:03:00+00:00", seconds=212.4,
+        timings={"build": 95.0, "correctness": 61.2, "sanitizers": 40.1, "speed": 16.1},
+        notes=["graded on the course H100; timings are comparable with the published targets"],
+    )
+    fields.update(kw)
+    return GradeResult(**fields)
+
+
+def section(markdown: str, part_id: str) -> str:
+    """The Markdown of one part, from its heading to the next part's."""
+    match = re.search(rf"^## {re.escape(part_id)}:.*?(?=^## |\Z)", markdown, re.S | re.M)
+    assert match, f"no section for {part_id}"
+    return match.group(0)
+
+
+def stage_row(part_markdown: str, stage: str) -> str:
+    rows = [line for line in part_markdown.splitlines()
+            if line.startswith("|") and f"| {STAGE_TITLES[stage]} |" in line.replace("\\", "")]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def unescaped_pipes(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+@pytest.fixture
+def result() -> GradeResult:
+    return make_result()
+
+
+def test_header_has_score_mode_gpu_and_date(result):
+    md = render_markdown(result)
+    assert "tilelab\\_matmul" in md or "tilelab_matmul" in md
+    assert "**Score: 22.5 / 60**" in md
+    assert "grade (public and hidden cases" in md
+    assert "NVIDIA H100 80GB HBM3" in md
+    assert "2026-11-21 14:03 UTC" in md
+    assert "graded on the course H100" in md
+
+
+def test_summary_names_the_first_problem_in_words(result):
+    md = render_markdown(result)
+    summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip().split(":")[0]: line for line in summary.splitlines()
+            if line.startswith("| ") and "---" not in line and not line.startswith("| part")}
+    assert "failed: build" in rows["tiled"]
+    assert "failed: correctness" in rows["boundary"]
+    # racecheck did not run for naive: that is not "all passed".
+    assert "all passed" not in rows["naive"]
+    assert "not run: shared-memory races" in rows["naive"]
+    assert "15 / 15" in rows["naive"] and "5,278 GFLOP/s" in rows["naive"]
+
+
+def test_all_passed_only_when_every_stage_passed():
+    part = naive_part()
+    part.stages = stages()
+    md = render_markdown(make_result(parts=[part]))
+    assert "| all passed |" in md
+
+
+def test_failing_report_names_the_case_values_and_hint(result):
+    md = section(render_markdown(result), "boundary")
+    assert "`w17`" in md
+    assert "First wrong elements of `w17`" in md
+    assert "4.12345679" in md and "1.0625" in md  # expected and got
+    assert "unwritten" in md
+    assert "What to look at" in md
+    assert "last tile's loads must read 0.0 outside the matrix" in md
+    # The exact case says so instead of printing an allowed error of 0.
+    exact_table = md.split("First wrong elements of `w47-int`", 1)[1]
+    assert "exact (no error allowed)" in exact_table.split("\n\n", 2)[1]
+    html = render_html(result)
+    assert "w17" in html and "4.12345679" in html and "exact (no error allowed)" in html
+
+
+def test_student_reports_never_show_hidden_cases(result):
+    for text in (render_markdown(result, "student"), render_html(result, "student")):
+        for name in HIDDEN_FAILING + HIDDEN_PASSING + ("w7", "w63", "w65"):
+            assert not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text), name
+        for size in ("49x49x49", "49 × 49 × 49", "129 × 129 × 129"):
+            assert size not in text
+        assert "4 hidden cases: 2 passed" in text
+        assert "3 hidden cases: 3 passed" in text
+        # The hidden case's wrong values stay hidden too.
+        assert "7.3125" not in text
+
+
+def test_staff_reports_show_hidden_cases(result):
+    md = render_markdown(result, "staff")
+    html = render_html(result, "staff")
+    for text in (md, html):
+        for name in HIDDEN_FAILING + HIDDEN_PASSING:
+            assert name in text
+    assert "First wrong elements of hidden `w49`" in md
+    assert "Where the time went" in md and "| build | 95.0 |" in md
+    # Launch records with the grid are for staff; students get one line without it.
+    assert "| 2 × 2 × 1 | 16 × 16 × 1 |" in md
+    student = render_markdown(result, "student")
+    assert "2 × 2 × 1" not in student and "block 16 × 16 × 1" in student
+
+
+def test_not_run_stages_are_never_shown_as_passed(result):
+    md = render_markdown(result)
+    tiled = section(md, "tiled")
+    for stage in ("correctness", "launch", "memcheck", "racecheck", "speed"):
+        row = stage_row(tiled, stage)
+        assert "not run" in row and "passed" not in row and "✅" not in row
+    racecheck = stage_row(section(md, "naive"), "racecheck")
+    assert "⚪ not run" in racecheck
+    html = render_html(result)
+    assert html.count('<span class="badge not_run">not run</span>') >= 7
+    speed = section(md, "boundary").split("### Speed", 1)[1]
+    assert "⚪ not run: speed is measured only when every correctness case passes" in speed
+    assert "not run: not run" not in speed
+
+
+def test_long_details_are_cut_with_a_note(result):
+    md = section(render_markdown(result), "tiled")
+    block = re.search(r"```text\n(.*?)\n```", md, re.S).group(1)
+    assert len(block.splitlines()) == DETAIL_LINE_CAP
+    assert "__synchthreads" in block  # the first error is the one kept
+    total = len(COMPILER_OUTPUT.splitlines())
+    assert f"Only the first {DETAIL_LINE_CAP} of {total} lines are shown; {total - DETAIL_LINE_CAP} more were cut" in md
+
+
+def test_html_escapes_compiler_output(result):
+    html = render_html(result)
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(" in html
+
+
+def test_markdown_table_cells_escape_pipes(result):
+    md = section(render_markdown(result), "boundary")
+    row = next(line for line in md.splitlines() if line.startswith("| `w17`"))
+    assert unescaped_pipes(row) == 5  # four columns
+    assert "\\|got - expected\\|" in row
+
+
+def test_speed_section_names_the_ceiling_and_thresholds(result):
+    md = section(render_markdown(result), "naive")
+    speed = md.split("### Speed", 1)[1]
+    assert "5,278 GFLOP/s (26.04 ms per call)" in speed
+    assert "≥ 4,480 GFLOP/s (8 % of the roofline bound)" in speed
+    assert "≤ 700 GFLOP/s" in speed
+    assert "set by the FP32 FMA peak (56,000 GFLOP/s)" in speed
+    assert "682.7 FLOP/byte" in speed
+    assert "100 % of the speed points (5 / 5)" in speed
+    assert "CUPTI span agrees" in speed
+
+
+def test_implausible_speed_says_it_earns_nothing(result):
+    speed = result.parts[0].speed
+    speed.gflops, speed.fraction = 80000.0, 0.0
+    speed.flags = ["80000 GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be right"]
+    result.parts[0].speed_score = 0.0
+    md = section(render_markdown(result), "naive").split("### Speed", 1)[1]
+    assert "This timing earns no speed points: see the integrity notes." in md
+    assert "At or above the full-credit target" not in md
+    assert "above this GPU's measured FP32 peak" in md
+
+
+def test_no_gpu_result_says_so_and_plots_nothing(tmp_path):
+    part = boundary_part()
+    part.cases = []  # nothing ran, though 4 hidden cases were due
+    part.stages = stages(**{n: ("not_run", "not run: no CUDA device on this machine")
+                            for n in STAGES if n not in ("static", "build")})
+    result = make_result(gpu=None, ceilings=None, parts=[part], notes=["no GPU: GPU stages did not run"])
+    md = render_markdown(result)
+    assert "| GPU | no GPU: GPU stages did not run |" in md
+    assert "all passed" not in md
+    assert "not run: correctness and 4 later stages" in md
+    assert "4 hidden cases: not run." in md and "0 passed" not in md
+    assert "Hidden cases: not run." in render_markdown(result, "staff")
+    assert not plot_roofline(result, tmp_path / "roofline.png")
+    assert not (tmp_path / "roofline.png").exists()
+
+
+def test_plot_is_a_png_without_touching_pyplot(result, tmp_path):
+    pyplot_loaded_before = "matplotlib.pyplot" in sys.modules
+    path = tmp_path / "roofline.png"
+    assert plot_roofline(result, path)
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    if not pyplot_loaded_before:
+        assert "matplotlib.pyplot" not in sys.modules
+
+
+def test_no_plot_when_no_part_was_timed(result, tmp_path):
+    for part in result.parts:
+        part.speed = None
+    path = tmp_path / "roofline.png"
+    assert not plot_roofline(result, path)
+    assert not path.exists()
+
+
+def test_write_reports_writes_all_files(result, tmp_path):
+    out = tmp_path / "out"
+    written = write_reports(result, out)
+    assert set(written) == {"markdown", "html", "plot"}
+    assert written["markdown"].read_text(encoding="utf-8").startswith("# tilelab")
+    assert 'src="roofline.png"' in written["html"].read_text(encoding="utf-8")
+    assert written["plot"].read_bytes()[:8] == PNG_MAGIC
+
+
+def test_write_reports_without_ceilings_leaves_the_plot_out(result, tmp_path):
+    result.ceilings = None
+    written = write_reports(result, tmp_path, audience="staff")
+    assert "plot" not in written and not (tmp_path / "roofline.png").exists()
+    assert "<img" not in written["html"].read_text(encoding="utf-8")
+
+
+def test_check_mode_says_hidden_cases_were_not_run():
+    part = boundary_part()
+    part.cases = [c for c in part.cases if c.set == "public"]
+    part.hidden_total = 0
+    md = render_markdown(make_result(mode="check", parts=[part]))
+    assert "check (public cases only" in md
+    assert "Hidden cases run only when grading" in md
+
+
+def test_grader_error_blames_the_grader_and_keeps_its_output_for_staff():
+    part = naive_part()
+    part.stages = stages(memcheck=("error", "compute-sanitizer did not start",
+                                   "Traceback (most recent call last):\n  RuntimeError: sanitizer missing"))
+    result = make_result(parts=[part])
+    student = render_markdown(result)
+    row = stage_row(section(student, "naive"), "memcheck")
+    assert "⚠️ grader error" in row and "not in your code" in row
+    assert "Traceback" not in student
+    assert "| grader error: memory safety" in student
+    assert "Traceback" in render_markdown(result, "staff")
+
+
+def test_withheld_correctness_points_are_explained(result):
+    part = result.parts[0]
+    part.stages["memcheck"] = Stage("memcheck", "failed", "out-of-bounds global write in naiveKernel")
+    part.correctness_score = part.speed_score = 0.0
+    part.withheld_by = ["memcheck"]  # set by the grader, not a model field
+    md = section(render_markdown(result), "naive")
+    assert "Correctness points are withheld because this part failed: memory safety" in md
+    assert "0 / 5 speed points: the speed alone would earn 100 % of them, but they were withheld" in md
+
+
+def test_unknown_audience_is_refused(result):
+    with pytest.raises(ValueError):
+        render_markdown(result, "teacher")

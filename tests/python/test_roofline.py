@@ -1,0 +1,339 @@
+"""The roofline's Python side: parsing the tool's report, the roofline
+arithmetic, the per-GPU cache, and how failures of the tool are reported.
+
+No GPU is needed. Where a test must run the tool, it runs a stand-in: a small
+script that keeps the tool's command-line contract (`--device`, `--runs N`,
+JSON on stdout, exit status 5 without a device) and prints fixed figures."""
+
+import json
+import math
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilelab import roofline
+from tilelab.roofline import Ceilings, RooflineError
+
+H100_UUID = "5a3c1e2f-0b7d-4c9e-8f21-6d4b3a2c1e0f"
+
+# What tilelab-roofline printed on an H100 80GB HBM3 (132 SMs, 8 blocks of 256
+# threads per SM, 4 waves, 1024 x 16 x 8 FMAs per thread; two 1 GiB buffers
+# copied four times per run), with the figures rounded.
+H100_REPORT = {
+    "version": 1,
+    "tool": "tilelab-roofline",
+    "device": {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": H100_UUID,
+        "compute_capability": "9.0",
+        "multiprocessors": 132,
+        "l2_bytes": 52428800,
+        "memory_bytes": 85017493504,
+    },
+    "fp32_fma": {"gflops_median": 65100.0, "gflops_max": 65200.0, "runs": 20, "flop_per_run": 283467841536.0},
+    "dram": {"gbps_median": 3000.0, "gbps_max": 3020.0, "runs": 20, "bytes_per_run": 8589934592.0,
+             "buffer_bytes": 1073741824},
+}
+
+MEASURED_AT = "2026-11-21T09:30:00Z"
+DELETE = object()  # as a value in h100_report(): remove the key
+
+
+def h100_report(**changes) -> dict:
+    """A deep copy of H100_REPORT; changes are 'section.key' (or 'key') -> value."""
+    report = json.loads(json.dumps(H100_REPORT))
+    for dotted, value in changes.items():
+        *sections, key = dotted.split(".")
+        target = report
+        for s in sections:
+            target = target[s]
+        if value is DELETE:
+            del target[key]
+        else:
+            target[key] = value
+    return report
+
+
+@pytest.fixture
+def h100() -> Ceilings:
+    return roofline.ceilings_from_report(h100_report(), MEASURED_AT)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(directory))
+    return directory
+
+
+def stand_in_tool(tmp_path: Path, body: str) -> Path:
+    """An executable that stands in for tilelab-roofline; each call's arguments go to calls.log."""
+    script = tmp_path / "tilelab-roofline-stand-in"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys, time\n"
+        f"with open({str(tmp_path / 'calls.log')!r}, 'a') as log:\n"
+        "    log.write(' '.join(sys.argv[1:]) + '\\n')\n"
+        + body
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def printing_tool(tmp_path: Path, report: dict) -> Path:
+    return stand_in_tool(
+        tmp_path,
+        f"REPORT = json.loads({json.dumps(json.dumps(report))})\n"
+        "print(json.dumps(REPORT['device'] if sys.argv[1:] == ['--device'] else REPORT, indent=2))\n",
+    )
+
+
+def calls(tmp_path: Path) -> list:
+    log = tmp_path / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+# --- parsing and arithmetic --------------------------------------------------
+
+def test_the_report_gives_the_median_rates(h100):
+    assert h100.device_name == "NVIDIA H100 80GB HBM3"
+    assert h100.device_uuid == H100_UUID
+    assert h100.fp32_gflops == 65100.0
+    assert h100.dram_gbps == 3000.0
+    assert h100.measured_at == MEASURED_AT
+    assert h100.raw == H100_REPORT
+
+
+def test_parse_report_reads_the_tools_stdout():
+    ceilings = roofline.parse_report(json.dumps(H100_REPORT, indent=2) + "\n", MEASURED_AT)
+    assert ceilings == roofline.ceilings_from_report(h100_report(), MEASURED_AT)
+
+
+def test_measured_at_defaults_to_now_in_utc():
+    ceilings = roofline.ceilings_from_report(h100_report())
+    assert ceilings.measured_at.endswith("Z")
+    assert len(ceilings.measured_at) == len("2026-11-21T09:30:00Z")
+
+
+def test_ridge_point(h100):
+    assert h100.ridge == pytest.approx(21.7)
+    assert h100.bound(h100.ridge) == pytest.approx(65100.0)
+
+
+@pytest.mark.parametrize(
+    "intensity, gflops",
+    [
+        (0.25, 750.0),  # naive matmul's textbook intensity: bandwidth-bound
+        (8.0, 24000.0),  # a 32 x 32 shared-memory tile: still below the ridge
+        (683.0, 65100.0),  # compulsory traffic of a 4096^3 product: compute-bound
+    ],
+)
+def test_bound_is_the_roofline(h100, intensity, gflops):
+    assert h100.bound(intensity) == pytest.approx(gflops)
+
+
+@pytest.mark.parametrize("intensity", [-1.0, math.nan])
+def test_bound_rejects_a_meaningless_intensity(h100, intensity):
+    with pytest.raises(ValueError):
+        h100.bound(intensity)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"fp32_fma.gflops_median": 0.0}, "implausible FP32"),
+        ({"fp32_fma.gflops_median": -65100.0}, "implausible FP32"),
+        ({"fp32_fma.gflops_median": math.nan}, "implausible FP32"),
+        ({"fp32_fma.gflops_median": 5.6e9, "fp32_fma.gflops_max": 5.7e9}, "implausible FP32"),
+        ({"dram.gbps_median": 0.0}, "implausible DRAM"),
+        ({"dram.gbps_median": math.inf, "dram.gbps_max": math.inf}, "implausible DRAM"),
+        ({"dram.gbps_max": -1.0}, "implausible DRAM"),
+        ({"dram.gbps_median": "3000"}, "must be a number"),
+        ({"dram.gbps_median": True}, "must be a number"),
+        ({"fp32_fma.gflops_max": 60000.0}, "maximum below its median"),
+        ({"fp32_fma.runs": 0}, "no runs"),
+        ({"dram.bytes_per_run": 0}, "no runs"),
+        ({"dram.gbps_median": DELETE}, "lacks 'gbps_median'"),
+        ({"device.uuid": DELETE}, "no 'uuid'"),
+        ({"device.uuid": "../../home/x"}, "not a plain hex UUID"),
+        ({"dram": DELETE}, "no 'dram' object"),
+        ({"tool": "something-else"}, "not a version-1 tilelab-roofline report"),
+        ({"version": 2}, "not a version-1 tilelab-roofline report"),
+    ],
+)
+def test_implausible_or_malformed_reports_are_rejected(changes, message):
+    with pytest.raises(RooflineError, match=message):
+        roofline.ceilings_from_report(h100_report(**changes), MEASURED_AT)
+
+
+@pytest.mark.parametrize("text", ["", "tilelab-roofline: warming up\n", "[1, 2]", '{"version": 1'])
+def test_output_that_is_not_a_report_is_rejected(text):
+    with pytest.raises(RooflineError):
+        roofline.parse_report(text)
+
+
+def test_to_dict_and_from_dict_round_trip(h100):
+    assert Ceilings.from_dict(json.loads(json.dumps(h100.to_dict()))) == h100
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"measured_at": "yesterday"}, {"fp32_gflops": -1.0}, {"raw": []}, {"device_uuid": ""}, {"dram_gbps": None}],
+)
+def test_from_dict_rejects_bad_fields(h100, changes):
+    with pytest.raises(RooflineError):
+        Ceilings.from_dict(dict(h100.to_dict(), **changes))
+
+
+def test_from_dict_rejects_a_missing_field(h100):
+    data = h100.to_dict()
+    del data["dram_gbps"]
+    with pytest.raises(RooflineError, match="missing key"):
+        Ceilings.from_dict(data)
+
+
+def test_describe_names_the_figures_and_the_cache(h100, cache):
+    text = roofline.describe(h100)
+    assert "NVIDIA H100 80GB HBM3" in text
+    assert "65,100 GFLOP/s" in text and "best 65,200" in text
+    assert "3,000 GB/s" in text and "best 3,020" in text
+    assert "21.7 FLOP/B" in text
+    assert MEASURED_AT in text
+    assert str(cache / f"roofline-{H100_UUID}.json") in text
+
+
+# --- cache -------------------------------------------------------------------
+
+def test_cache_dir_follows_the_environment(cache, tmp_path, monkeypatch):
+    assert roofline.cache_dir() == cache
+    monkeypatch.delenv("TILELAB_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert roofline.cache_dir() == tmp_path / "home" / ".cache" / "tilelab"
+
+
+def test_cache_round_trip(h100, cache):
+    assert roofline.load_cached(H100_UUID) is None
+    path = roofline.save(h100)
+    assert path == cache / f"roofline-{H100_UUID}.json"
+    assert roofline.load_cached(H100_UUID) == h100
+    assert [p.name for p in cache.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_saving_again_replaces_the_file(h100, cache):
+    roofline.save(h100)
+    newer = roofline.ceilings_from_report(h100_report(**{"dram.gbps_median": 2950.0}), "2026-11-22T08:00:00Z")
+    roofline.save(newer)
+    assert roofline.load_cached(H100_UUID) == newer
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"{not json",
+        b"[]",
+        b'{"device_uuid": "5a3c1e2f-0b7d-4c9e-8f21-6d4b3a2c1e0f"}',
+        b"\xff\xfe",  # not UTF-8
+    ],
+)
+def test_a_corrupt_cache_file_is_ignored(cache, content):
+    cache.mkdir(parents=True)
+    (cache / f"roofline-{H100_UUID}.json").write_bytes(content)
+    assert roofline.load_cached(H100_UUID) is None
+
+
+def test_a_cache_file_of_another_gpu_is_ignored(h100, cache):
+    cache.mkdir(parents=True)
+    other_uuid = "00000000-1111-2222-3333-444444444444"
+    (cache / f"roofline-{other_uuid}.json").write_text(json.dumps(h100.to_dict()))
+    assert roofline.load_cached(other_uuid) is None
+
+
+def test_cache_file_refuses_a_uuid_that_is_not_a_file_name(cache):
+    with pytest.raises(RooflineError):
+        roofline.cache_file("../escape")
+
+
+# --- running the tool ----------------------------------------------------------
+
+def test_measure_without_the_tool_says_so(tmp_path):
+    with pytest.raises(RooflineError, match="not found"):
+        roofline.measure(tmp_path / "no-such-tilelab-roofline")
+
+
+def test_measure_runs_the_tool_and_parses_its_report(tmp_path):
+    tool = printing_tool(tmp_path, H100_REPORT)
+    ceilings = roofline.measure(tool, runs=7)
+    assert (ceilings.fp32_gflops, ceilings.dram_gbps) == (65100.0, 3000.0)
+    assert ceilings.raw == H100_REPORT
+    assert calls(tmp_path) == ["--runs 7"]
+
+
+def test_measure_without_a_device_says_so(tmp_path):
+    tool = stand_in_tool(
+        tmp_path,
+        "print('tilelab-roofline: no CUDA device: none found [exit 5: no_device]', file=sys.stderr)\n"
+        "sys.exit(5)\n",
+    )
+    with pytest.raises(RooflineError, match="no CUDA device"):
+        roofline.measure(tool)
+
+
+def test_a_failing_tool_reports_its_status_and_stderr(tmp_path):
+    tool = stand_in_tool(tmp_path, "print('tilelab: CUDA error cudaErrorMemoryAllocation', file=sys.stderr)\nsys.exit(6)\n")
+    with pytest.raises(RooflineError, match="exit status 6.*cudaErrorMemoryAllocation"):
+        roofline.measure(tool)
+
+
+def test_a_tool_that_hangs_is_stopped(tmp_path):
+    tool = stand_in_tool(tmp_path, "time.sleep(60)\n")
+    with pytest.raises(RooflineError, match="longer than 0.5 s"):
+        roofline.measure(tool, timeout_s=0.5)
+
+
+def test_implausible_figures_from_the_tool_are_rejected(tmp_path):
+    tool = printing_tool(tmp_path, h100_report(**{"dram.gbps_median": 0.0}))
+    with pytest.raises(RooflineError, match="implausible DRAM"):
+        roofline.measure(tool)
+
+
+def test_get_ceilings_measures_once_per_gpu(tmp_path, cache):
+    tool = printing_tool(tmp_path, H100_REPORT)
+    first = roofline.get_ceilings(tool)
+    assert calls(tmp_path) == ["--device", "--runs 20"]
+    assert (cache / f"roofline-{H100_UUID}.json").is_file()
+
+    again = roofline.get_ceilings(tool)
+    assert again == first
+    assert calls(tmp_path) == ["--device", "--runs 20", "--device"]  # named the GPU, measured nothing
+
+    roofline.get_ceilings(tool, refresh=True)
+    assert calls(tmp_path)[-2:] == ["--device", "--runs 20"]
+
+
+def test_get_ceilings_measures_again_over_a_corrupt_cache(tmp_path, cache):
+    cache.mkdir(parents=True)
+    (cache / f"roofline-{H100_UUID}.json").write_text("{truncated")
+    tool = printing_tool(tmp_path, H100_REPORT)
+    assert roofline.get_ceilings(tool).dram_gbps == 3000.0
+    assert calls(tmp_path) == ["--device", "--runs 20"]
+    assert roofline.load_cached(H100_UUID) is not None
+
+
+def test_get_ceilings_without_a_device_says_so(tmp_path, cache):
+    tool = stand_in_tool(tmp_path, "print('tilelab-roofline: no CUDA device', file=sys.stderr)\nsys.exit(5)\n")
+    with pytest.raises(RooflineError, match="no CUDA device"):
+        roofline.get_ceilings(tool)
+    assert not cache.exists()
+
+
+# --- the contract between the tool and this module --------------------------------
+
+def test_the_tool_prints_every_key_the_parser_reads(root):
+    source = (root / "grader" / "roofline" / "roofline.cu").read_text()
+    for key in ("version", "tool", "device", "name", "uuid", "fp32_fma", "gflops_median", "gflops_max",
+                "flop_per_run", "dram", "gbps_median", "gbps_max", "bytes_per_run", "runs"):
+        assert f'"{key}"' in source, key
+    assert f"kNoDevice = {roofline.EXIT_NO_DEVICE}" in (root / "include" / "tilelab" / "exit_codes.h").read_text()

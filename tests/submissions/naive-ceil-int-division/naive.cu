@@ -1,0 +1,25 @@
+// Deliberately wrong: the grid is ceil(Width / BLOCK) with integer division, which truncates before ceil sees it.
+#include <cmath>
+
+#include "tilelab/part.h"
+
+constexpr int BLOCK = 16;
+
+__global__ void naiveKernel(const float* M, const float* N, float* P, int Width) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row < Width && col < Width) {
+    float sum = 0.0f;
+    for (int t = 0; t < Width; ++t) {
+      sum += M[row * Width + t] * N[t * Width + col];
+    }
+    P[row * Width + col] = sum;
+  }
+}
+
+void launchNaive(const float* M, const float* N, float* P, int Width) {
+  int blocks = ceil(Width / BLOCK);
+  dim3 block(BLOCK, BLOCK);
+  dim3 grid(blocks, blocks);
+  naiveKernel<<<grid, block>>>(M, N, P, Width);
+}

@@ -1,0 +1,22 @@
+// Deliberately wrong: N is read as N[col * Width + t], i.e. row col of N instead of column col (computes M * N^T).
+#include "tilelab/part.h"
+
+constexpr int BLOCK = 16;
+
+__global__ void naiveKernel(const float* M, const float* N, float* P, int Width) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row < Width && col < Width) {
+    float sum = 0.0f;
+    for (int t = 0; t < Width; ++t) {
+      sum += M[row * Width + t] * N[col * Width + t];
+    }
+    P[row * Width + col] = sum;
+  }
+}
+
+void launchNaive(const float* M, const float* N, float* P, int Width) {
+  dim3 block(BLOCK, BLOCK);
+  dim3 grid((Width + BLOCK - 1) / BLOCK, (Width + BLOCK - 1) / BLOCK);
+  naiveKernel<<<grid, block>>>(M, N, P, Width);
+}
