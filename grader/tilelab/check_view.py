@@ -24,7 +24,8 @@ def print_check(result: GradeResult, console: Console = None) -> None:
         table.add_column(column)
     for p in result.parts:
         public = [c for c in p.cases if c.set == "public"]
-        cases = f"{sum(c.passed for c in public)}/{len(public)}" if public else _cell(p.stages["correctness"].status)
+        ran = [c for c in public if c.ran or c.status != "not_run"]
+        cases = f"{sum(c.passed for c in public)}/{len(public)}" if ran else _cell(p.stages["correctness"].status)
         if public and not all(c.passed for c in public):
             cases = f"[bold red]{cases}[/bold red]"
         speed = _cell(p.stages["speed"].status)

@@ -68,6 +68,7 @@ class _Part:
     binary: Optional[Path] = None
     harness_result: Optional[dict] = None
     cases_all_passed: bool = False
+    work_elsewhere: bool = False  # the launch checks found work done outside the part's kernels
     hidden_names: dict = field(default_factory=dict)  # name in the case file -> real case name
 
     def stage(self, name: str) -> Stage:
@@ -350,6 +351,7 @@ def _launch_checks(s: _Part) -> None:
         s.set("launch", check_status, summary)
         return
     s.set("launch", check.status, check.summary, check.details, hints=check.hints)
+    s.work_elsewhere = check.work_elsewhere
 
 
 def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, opt: GradeOptions) -> None:
@@ -373,6 +375,9 @@ def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, o
 def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings) -> None:
     if not s.cases_all_passed:
         s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
+        return
+    if s.work_elsewhere:
+        s.set("speed", "not_run", "not run: the launch checks found work done outside the part's own kernels")
         return
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, work / s.part.id / "timing", seed, timing=assignment.timing)

@@ -46,7 +46,8 @@ def _visible_status(result: PartResult, name: str) -> str:
 def _stage_line(result: PartResult, name: str) -> str:
     st = result.stages[name]
     status = _visible_status(result, name)
-    return f"- **{STAGE_TITLES[name]}**: {_MARK[status]}{' — ' + st.summary if st.summary else ''}"
+    summary = st.summary.removeprefix("not run: ") if status == "not_run" else st.summary
+    return f"- **{STAGE_TITLES[name]}**: {_MARK[status]}{' — ' + summary if summary else ''}"
 
 
 def _visible_problem(result: PartResult) -> str:

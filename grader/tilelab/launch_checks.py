@@ -24,6 +24,10 @@ class LaunchCheck:
     summary: str
     details: str = ""
     hints: list = field(default_factory=list)
+    # The work may not have run in the part's kernels at all (host copies,
+    # foreign kernels, launches outside the call): timing it would measure
+    # something else, so the speed stage does not run.
+    work_elsewhere: bool = False
 
 
 def kernel_base_name(cupti_name: str) -> str:
@@ -50,6 +54,7 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
         return LaunchCheck("not_run", "no launch records: the part did not get through a case")
     problems = []  # (case name, message)
     hints = []
+    elsewhere = False
     for case in recorded:
         name = case.get("name", "?")
         launches = [k for k in case["launches"] if isinstance(k, dict)]
@@ -61,15 +66,18 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
             kinds = ", ".join(sorted({str(m.get("kind")) for m in copies}))
             problems.append((name, f"the launcher copied {total} bytes between host and device ({kinds}): "
                                    "computing on the host is not allowed"))
+            elsewhere = True
             hints.append("Do the multiplication in your kernel; the launcher only chooses the grid and launches.")
         outside = case.get("launches_outside_call")
         if isinstance(outside, list) and outside:
             problems.append((name, f"{len(outside)} kernel(s) ran outside the launcher call "
                                    "(launched from another thread, or still running after it returned)"))
+            elsewhere = True
         foreign = sorted({kernel_base_name(str(k.get("name", ""))) for k in launches}
                          - set(kernels_defined))
         if foreign:
             problems.append((name, f"kernels not defined in {part_file} did work: {', '.join(foreign)}"))
+            elsewhere = True
         if not launches:
             continue  # the correctness stage reports "no kernel"
         if policy == "required":
@@ -102,7 +110,8 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
     lines = [f"{case}: {message}" for case, message in problems[:12]]
     if len(problems) > 12:
         lines.append(f"... and {len(problems) - 12} more")
-    return LaunchCheck("failed", f"{first} (case {first_case})", "\n".join(lines), list(dict.fromkeys(hints)))
+    return LaunchCheck("failed", f"{first} (case {first_case})", "\n".join(lines), list(dict.fromkeys(hints)),
+                       elsewhere)
 
 
 def _n(value) -> int:

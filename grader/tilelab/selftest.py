@@ -26,6 +26,7 @@ import yaml
 from .grade import GradeOptions, grade
 from .gpu_lock import GpuLock
 from .model import STAGES, GradeResult, PartResult
+from .report import write_reports
 
 VERDICTS = ("pass", "slow", "fail")
 SPEEDS = ("full", "partial", "none")
@@ -62,6 +63,7 @@ class Row:
     ok: bool
     why: str = ""
     points: str = ""
+    speed: str = ""  # measured GFLOP/s and the share of speed points it earns
 
 
 def _expectation(part: str, raw: dict, where: str, known_parts: set) -> Expectation:
@@ -84,7 +86,7 @@ def _expectation(part: str, raw: dict, where: str, known_parts: set) -> Expectat
 
 def load_hand_ins(directory: Path, known_parts: set) -> list:
     hand_ins = []
-    for d in sorted(p for p in directory.iterdir() if p.is_dir()):
+    for d in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")):
         spec = d / "expected.yaml"
         if not spec.exists():
             raise SelftestError(f"{d}: no expected.yaml")
@@ -216,6 +218,7 @@ def run_selftest(
                            parts=tuple(e.part for e in hand_in.expectations), jobs=max(1, (os.cpu_count() or 2) // jobs),
                            gpu_lock=lock)
         result = grade(hand_in.path, opt)
+        write_reports(result, opt.out_dir, audience="student")
         echo(f"graded {hand_in.name} in {result.seconds:.1f} s")
         return result
 
@@ -228,15 +231,17 @@ def run_selftest(
         for exp in hand_in.expectations:
             part = by_id[exp.part]
             ok, why = judge(part, exp, gpu)
+            speed = f"{part.speed.gflops:.0f} ({100 * part.speed.fraction:.0f}%)" if part.speed else "-"
             rows.append(Row(hand_in.name, exp.part, _describe(exp), _got(part), ok, why,
-                            f"{part.score:g}/{part.max_score:g}"))
+                            f"{part.score:g}/{part.max_score:g}", speed))
     (out_dir / "selftest.json").write_text(json.dumps({"gpu": gpu, "rows": [asdict(r) for r in rows]}, indent=2))
     return rows, gpu
 
 
 def format_rows(rows: list, gpu: bool) -> str:
-    header = ("hand-in", "part", "expected", "got", "points", "ok")
-    table = [(r.hand_in, r.part, r.expected, r.got, r.points, "ok" if r.ok else "MISMATCH: " + r.why) for r in rows]
+    header = ("hand-in", "part", "expected", "got", "points", "GFLOP/s", "ok")
+    table = [(r.hand_in, r.part, r.expected, r.got, r.points, r.speed, "ok" if r.ok else "MISMATCH: " + r.why)
+             for r in rows]
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(header)] if table else [len(h) for h in header]
     widths[-1] = len(header[-1])
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]

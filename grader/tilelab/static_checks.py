@@ -130,7 +130,7 @@ def check_source(path: Path, part: Part) -> StaticResult:
     if size > MAX_PART_BYTES:
         return StaticResult(
             False,
-            f"{name} is {size / 1e6:.1f} MB; a part file must be under {MAX_PART_BYTES // 1024} KB",
+            f"{name} is {size / 2**20:.1f} MB; a part file must be under {MAX_PART_BYTES // 1024} KB",
             hints=["Hand in only your source code for this part."],
         )
     raw = path.read_bytes()

@@ -1,0 +1,75 @@
+"""`tilelab grade` on inputs a student controls, and when the grader itself fails:
+a valid results.json and a clear message every time."""
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from test_gradescope import check_spec
+from tilelab.grading_run import EXIT_GRADED, EXIT_GRADER_ERROR, run_grading
+
+
+def build_dir() -> Path:
+    path = os.environ.get("TILELAB_BUILD_DIR")
+    if not path or not (Path(path) / "bin" / "tilelab-verify").exists():
+        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
+    return Path(path)
+
+
+def grade(root, submission: Path, out: Path, parts=()) -> dict:
+    code = run_grading(submission, root=root, build_dir=str(build_dir()), out_dir=out, parts=parts, echo=lambda m: None)
+    assert code == EXIT_GRADED
+    doc = json.loads((out / "results.json").read_text())
+    check_spec(doc)
+    return doc
+
+
+def build_test(doc: dict, title_start: str) -> dict:
+    return next(t for t in doc["tests"] if t["name"].startswith(title_start) and t["name"].endswith(": build"))
+
+
+def test_a_grader_failure_still_writes_valid_results(root, tmp_path):
+    empty_build = tmp_path / "not-a-build"
+    empty_build.mkdir()
+    code = run_grading(root / "solutions", root=root, build_dir=str(empty_build), out_dir=tmp_path / "out",
+                       echo=lambda m: None)
+    assert code == EXIT_GRADER_ERROR
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    check_spec(doc)
+    assert doc["tests"][0]["name"] == "Autograder error" and doc["tests"][0]["visibility"] == "visible"
+    assert "tilelab-verify is missing" in doc["tests"][1]["output"] and doc["tests"][1]["visibility"] == "hidden"
+
+
+def test_empty_directory_reports_every_file_missing(root, tmp_path):
+    (tmp_path / "hand-in").mkdir()
+    doc = grade(root, tmp_path / "hand-in", tmp_path / "out")
+    for title in ("Naive", "Tiled", "Boundary", "Rectangular", "Dynamic"):
+        t = build_test(doc, title)
+        assert t["status"] == "failed" and "is missing" in t["output"]
+    assert doc["score"] == 0
+
+
+def test_binary_huge_and_wrongly_declared_files_get_their_own_messages(root, tmp_path):
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    (hand_in / "naive.cu").write_bytes(random.Random(3).randbytes(2048) + b"\0")
+    with (hand_in / "tiled.cu").open("w") as f:
+        f.write(("// padding\n" * 5_000_000)[: 50 * 1024 * 1024])
+    shutil.copy(root / "tests" / "submissions" / "wrong-signature" / "naive.cu", hand_in / "boundary.cu")
+    doc = grade(root, hand_in, tmp_path / "out", parts=("naive", "tiled", "boundary"))
+    assert "not a text file" in build_test(doc, "Naive")["output"]
+    assert "50.0 MB" in build_test(doc, "Tiled")["output"]
+    boundary = build_test(doc, "Boundary")["output"]
+    assert "does not define launchBoundary" in boundary  # a naive.cu handed in under another part's name
+    assert "void launchBoundary(const float* M, const float* N, float* P, int Width)" in boundary
+
+
+def test_wrong_signature_fails_to_link_with_the_declaration_shown(root, tmp_path):
+    doc = grade(root, root / "tests" / "submissions" / "wrong-signature", tmp_path / "out", parts=("naive",))
+    out = build_test(doc, "Naive")["output"]
+    assert "does not link" in out and "void launchNaive(const float* M, const float* N, float* P, int Width)" in out
+    assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "staff" / "report.md").exists()
