@@ -42,13 +42,12 @@ ExitCode invocation_status(const Invocation& call, std::string* message) {
   const cudaError_t fault =
       exit_code_for_cuda_error(call.launch_error) == ExitCode::kKernelFault ? call.launch_error : call.run_error;
   if (fault != cudaSuccess) {
-    *message = std::string("a kernel failed while running: ") + cudaGetErrorName(fault) + " (" +
-               cudaGetErrorString(fault) + ")";
+    // The status already says what happened; the message adds which error.
+    *message = std::string(cudaGetErrorName(fault)) + " (" + cudaGetErrorString(fault) + ")";
     return ExitCode::kKernelFault;
   }
   if (call.launch_error != cudaSuccess) {
-    *message = std::string("a kernel launch was rejected: ") + cudaGetErrorName(call.launch_error) + " (" +
-               cudaGetErrorString(call.launch_error) + ")";
+    *message = std::string(cudaGetErrorName(call.launch_error)) + " (" + cudaGetErrorString(call.launch_error) + ")";
     return ExitCode::kLaunchError;
   }
   return ExitCode::kOk;
