@@ -20,6 +20,7 @@ import secrets
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -34,7 +35,7 @@ from .model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Sp
 from .paths import ASSIGNMENT_FILE
 from .runner import exit_codes, run_harness, verify, write_cases
 from .sanitizer import run_sanitizer
-from .scoring import gflops, intensity, scoring_time, speed_fraction
+from .scoring import case_points, gflops, intensity, scoring_time, speed_fraction
 from .static_checks import check_source, kernel_names
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
@@ -107,15 +108,13 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     timings: dict = {}
     notes: list = []
 
+    @contextmanager
     def timed(phase: str):
-        class _Timer:
-            def __enter__(self):
-                self.start = time.monotonic()
-
-            def __exit__(self, *exc):
-                timings[phase] = round(timings.get(phase, 0.0) + time.monotonic() - self.start, 3)
-
-        return _Timer()
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            timings[phase] = round(timings.get(phase, 0.0) + time.monotonic() - start, 3)
 
     states = [_new_state(p, submission, sets) for p in parts]
 
@@ -166,7 +165,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         for c in s.result.cases:
             if not c.ran and c.reasons == ["not run"]:
                 c.reasons = [s.stage("correctness").summary]
-        _score(s, assignment, sets)
+        _score(s)
 
     return GradeResult(
         assignment=assignment.name,
@@ -190,7 +189,6 @@ def _ceilings_dict(c) -> dict:
 
 
 def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
-    n_cases = sum(len(part.cases[s]) for s in sets)
     result = PartResult(
         id=part.id,
         title=part.title,
@@ -207,7 +205,6 @@ def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
                     for set_name in sets for c in part.cases[set_name]]
     state = _Part(part, result, submission / part.file)
     state.hidden_names = {f"h{i + 1:02d}": c.name for i, c in enumerate(part.cases["hidden"])} if "hidden" in sets else {}
-    assert n_cases > 0
     return state
 
 
@@ -347,8 +344,8 @@ def _launch_checks(s: _Part) -> None:
     try:
         check = check_launches(s.harness_result, s.part.file, s.kernels, s.part.shared_memory)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
-        check_status, summary = "failed", f"the launch records are malformed ({e})"
-        s.set("launch", check_status, summary)
+        # The records come from the process that runs student code.
+        s.set("launch", "failed", f"the launch records are malformed ({e})")
         return
     s.set("launch", check.status, check.summary, check.details, hints=check.hints)
     s.work_elsewhere = check.work_elsewhere
@@ -428,10 +425,9 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
           f"(full credit from {best.target_gflops:.0f} GFLOP/s)", "", run.seconds)
 
 
-def _score(s: _Part, assignment: Assignment, sets: tuple) -> None:
+def _score(s: _Part) -> None:
     r = s.result
-    graded = [c for c in r.cases if c.set in sets]
-    per_case = r.correctness_max / max(1, sum(len(s.part.cases[name]) for name in sets))
+    per_case = case_points(r.correctness_max, len(r.cases))
     withheld = [name for name in ("launch", "memcheck", "racecheck", "speed") if s.stage(name).status == "failed"]
     r.withheld_by = withheld
     if withheld:
@@ -441,7 +437,7 @@ def _score(s: _Part, assignment: Assignment, sets: tuple) -> None:
                   "speed": "the timed calls"}
         st.summary += f" — correctness points withheld: the part failed {', '.join(titles[w] for w in withheld)}"
     else:
-        r.correctness_score = round(per_case * sum(c.passed for c in graded), 4)
+        r.correctness_score = round(per_case * sum(c.passed for c in r.cases), 4)
     eligible = not withheld and s.stage("speed").status == "passed" and r.speed is not None
     r.speed_score = round(r.speed_max * r.speed.fraction, 4) if eligible else 0.0
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .assignment import Assignment
 from .model import STAGE_TITLES, STAGES, GradeResult, PartResult
+from .scoring import case_points
 
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
 
@@ -147,7 +148,7 @@ def _test(name: str, number: str, score: float, max_score: float, output: str, t
 
 def part_tests(result: PartResult, index: int, visibility: dict) -> list:
     tags = [result.id]
-    per_case = result.correctness_max / max(1, len(result.cases))
+    per_case = case_points(result.correctness_max, len(result.cases))
     public = [c for c in result.cases if c.set == "public"]
     hidden = [c for c in result.cases if c.set == "hidden"]
     withheld = bool(result.withheld_by)

@@ -38,6 +38,7 @@ def intensity(j: int, k: int, l: int) -> float:
 
 
 def case_points(total: float, n_cases: int) -> float:
+    """The points one graded case is worth: the part's correctness points, shared equally."""
     return total / n_cases if n_cases else 0.0
 
 
