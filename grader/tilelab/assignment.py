@@ -31,6 +31,7 @@ CEILINGS = {"fp32_fma": "FP32 FMA peak"}  # measured ceilings a speed target may
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 STAGE_TIME_LIMITS = ("build", "correctness", "sanitizer", "speed")
 MAX_DIMENSION = 1 << 20
+QUESTION_KINDS = ("number", "choice", "text")
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -83,6 +84,19 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Question:
+    """An exercise question answered in answers.yaml."""
+
+    id: str
+    kind: str  # one of QUESTION_KINDS
+    text: str
+    points: float  # automatic points (0 for text questions)
+    tolerance: float = 0.0  # relative, for number questions
+    options: dict = field(default_factory=dict)  # option id -> text, for choice questions
+    manual_points: float = 0.0  # suggested points a TA awards by hand (text questions)
+
+
+@dataclass(frozen=True)
 class Assignment:
     path: Path
     name: str
@@ -90,6 +104,14 @@ class Assignment:
     grading: dict  # time_limits, visibility, speed (ceiling, zero_below)
     timing: dict
     parts: tuple
+    questions: tuple = ()
+    question_code: dict = field(default_factory=dict)  # name -> code shown with the questions
+
+    def question(self, question_id: str) -> Question:
+        for q in self.questions:
+            if q.id == question_id:
+                return q
+        raise AssignmentError(f"no question named {question_id!r}")
 
     def part(self, part_id: str) -> Part:
         for p in self.parts:
@@ -255,6 +277,59 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
     )
 
 
+_QUESTION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def _parse_question(raw: Any, where: str) -> Question:
+    raw = _mapping(raw, where, required=("id", "kind", "text"),
+                   optional=("points", "tolerance", "options", "manual_points"))
+    qid = _string(raw["id"], f"{where}.id", _QUESTION_ID_RE, "lower-case letters, digits and '-'")
+    kind = raw["kind"]
+    if kind not in QUESTION_KINDS:
+        _fail(f"{where}.kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {kind!r}")
+    text = _string(raw["text"], f"{where}.text")
+    if kind == "text":
+        if "points" in raw or "tolerance" in raw or "options" in raw:
+            _fail(where, "a text question has manual_points only (a TA grades it)")
+        manual = _number(raw.get("manual_points", 0), f"{where}.manual_points", 0, 1000)
+        return Question(qid, kind, text, 0.0, manual_points=manual)
+    if "manual_points" in raw:
+        _fail(f"{where}.manual_points", "only text questions are graded by hand")
+    points = _number(raw.get("points"), f"{where}.points", 0, 1000)
+    if kind == "number":
+        if "options" in raw:
+            _fail(f"{where}.options", "a number question has no options")
+        tolerance = _number(raw.get("tolerance"), f"{where}.tolerance", 0.0, 1.0)
+        return Question(qid, kind, text, points, tolerance=tolerance)
+    if "tolerance" in raw:
+        _fail(f"{where}.tolerance", "a choice question has no tolerance")
+    options = raw.get("options")
+    if not isinstance(options, dict) or len(options) < 2:
+        _fail(f"{where}.options", "a choice question needs at least two options (id: text)")
+    for key, value in options.items():
+        if not isinstance(key, str) or not _QUESTION_ID_RE.match(key):
+            _fail(f"{where}.options", f"option id {key!r} must be a short lower-case string (quote yes/no)")
+        _string(value, f"{where}.options.{key}")
+    return Question(qid, kind, text, points, options=dict(options))
+
+
+def _parse_questions(raw: Any, code: Any) -> tuple:
+    if raw is None:
+        return (), {}
+    if not isinstance(raw, list):
+        _fail("questions", "must be a list")
+    questions = tuple(_parse_question(q, f"questions[{i}]") for i, q in enumerate(raw))
+    ids = [q.id for q in questions]
+    for qid in ids:
+        if ids.count(qid) > 1:
+            _fail("questions", f"two questions share the id {qid!r}")
+    code = _mapping(code if code is not None else {}, "question_code",
+                    optional=tuple(code.keys()) if isinstance(code, dict) else ())
+    for name, text in code.items():
+        _string(text, f"question_code.{name}")
+    return questions, dict(code)
+
+
 def _parse_grading(raw: Any) -> dict:
     raw = _mapping(raw, "grading", required=("time_limits", "visibility", "speed"))
     limits = _mapping(raw["time_limits"], "grading.time_limits", required=STAGE_TIME_LIMITS)
@@ -276,7 +351,8 @@ def _parse_grading(raw: Any) -> dict:
 
 
 def parse_assignment(doc: Any, path: Path) -> Assignment:
-    doc = _mapping(doc, "assignment.yaml", required=("name", "title", "defaults", "grading", "timing", "parts"))
+    doc = _mapping(doc, "assignment.yaml", required=("name", "title", "defaults", "grading", "timing", "parts"),
+                   optional=("questions", "question_code"))
     defaults = _mapping(doc["defaults"], "defaults", optional=("tolerance",))
     grading = _parse_grading(doc["grading"])
     timing = _mapping(
@@ -299,6 +375,7 @@ def parse_assignment(doc: Any, path: Path) -> Assignment:
         for v in values:
             if values.count(v) > 1:
                 _fail("parts", f"two parts share the {attr} {v!r}")
+    questions, question_code = _parse_questions(doc.get("questions"), doc.get("question_code"))
     return Assignment(
         path=path,
         name=_string(doc["name"], "name", _ID_RE, "lower-case letters, digits and '_'"),
@@ -306,6 +383,8 @@ def parse_assignment(doc: Any, path: Path) -> Assignment:
         grading=grading,
         timing=timing,
         parts=parts,
+        questions=questions,
+        question_code=question_code,
     )
 
 

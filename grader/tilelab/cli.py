@@ -45,11 +45,11 @@ def starter(ctx: click.Context, check: bool) -> None:
         if stale:
             click.echo("run `tilelab starter` to regenerate it from solutions/", err=True)
             sys.exit(1)
-        click.echo(f"starter/ is up to date ({len(files)} parts)")
+        click.echo(f"starter/ is up to date ({len(files)} files)")
         return
     for path in starter_mod.write_starter(files):
         click.echo(f"wrote {path.relative_to(root)}")
-    click.echo(f"starter/ is up to date ({len(files)} parts)")
+    click.echo(f"starter/ is up to date ({len(files)} files)")
 
 
 def _load(root: Path):

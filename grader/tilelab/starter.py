@@ -18,10 +18,13 @@ it is, so the contract comments are the same in both files.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from .assignment import Assignment
+
+ANSWERS_FILE = "answers.yaml"
 
 _BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*// END SOLUTION\s*$")
@@ -104,7 +107,31 @@ def starter_files(assignment: Assignment, solutions_dir: Path, starter_dir: Path
         target = starter_dir / part.file
         current = target.read_text(encoding="utf-8") if target.exists() else None
         files.append(StarterFile(part.id, target, starter, current == starter))
+    if assignment.questions:
+        target = starter_dir / ANSWERS_FILE
+        text = answers_template(assignment)
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        files.append(StarterFile("answers", target, text, current == text))
     return files
+
+
+def answers_template(assignment: Assignment) -> str:
+    """starter/answers.yaml: every question id with an empty answer, the
+    question itself as a comment above it."""
+    out = [
+        "# Answers to the exercise questions of the handout. Write each answer after",
+        "# its colon: a number without its unit (the question names the unit), the id",
+        "# of one option, or a few sentences for the questions that ask you to explain",
+        "# (quote text that contains a colon). Leave an answer empty to skip it.",
+    ]
+    for q in assignment.questions:
+        kind = {"number": "number", "choice": "choice: " + ", ".join(q.options), "text": "text"}[q.kind]
+        out.append("")
+        out += [f"# {line}" for line in textwrap.wrap(f"{q.id} ({kind}): {q.text}", width=96)]
+        for option, text in q.options.items():
+            out += [f"#   {line}" for line in textwrap.wrap(f"{option}: {text}", width=94, subsequent_indent="   ")]
+        out.append(f"{q.id}:")
+    return "\n".join(out) + "\n"
 
 
 def write_starter(files: list[StarterFile]) -> list[Path]:

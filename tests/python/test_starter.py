@@ -58,6 +58,8 @@ def test_starter_directory_is_what_generation_gives(root):
 
 def test_every_starter_region_fails_loudly(root):
     for f in starter_files(load_assignment(root / "assignment.yaml"), root / "solutions", root / "starter"):
+        if f.path.suffix != ".cu":
+            continue
         assert "BEGIN SOLUTION" not in f.text
         todos = f.text.count("TODO(student):")
         stubs = f.text.count("TILELAB_TODO(") + f.text.count("TILELAB_DEVICE_TODO(")
@@ -88,3 +90,15 @@ def test_cli_reports_a_broken_solution(root, tmp_path):
     result = CliRunner().invoke(main, ["--root", str(tmp_path), "starter"])
     assert result.exit_code == 1
     assert "naive.cu:1: a solution region must start with at least one '// HINT:' line" in result.output
+
+
+def test_answers_template_lists_every_question_unanswered(root):
+    import yaml
+
+    assignment = load_assignment(root / "assignment.yaml")
+    text = (root / "starter" / "answers.yaml").read_text()
+    answers = yaml.safe_load(text)
+    assert list(answers) == [q.id for q in assignment.questions]
+    assert all(v is None for v in answers.values())
+    assert "# occupancy (number): On that SM, a kernel uses blocks of 256 threads" in text
+    assert "#   b: Width / TILE_WIDTH is an integer division" in text
