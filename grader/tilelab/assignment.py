@@ -240,8 +240,9 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
     graded_names = {}
     for set_name in CASE_SETS:
         entries = raw_cases[set_name]
-        if not isinstance(entries, list) or not entries:
-            _fail(f"{where}.cases.{set_name}", "must be a non-empty list")
+        # Hidden cases may be absent (a student's copy has none); every other set is needed.
+        if not isinstance(entries, list) or (not entries and set_name != "hidden"):
+            _fail(f"{where}.cases.{set_name}", "must be a non-empty list" if set_name != "hidden" else "must be a list")
         parsed = []
         names = {}
         for i, entry in enumerate(entries):
@@ -333,7 +334,11 @@ def _parse_questions(raw: Any, code: Any) -> tuple:
 def _parse_grading(raw: Any) -> dict:
     raw = _mapping(raw, "grading", required=("time_limits", "visibility", "speed"))
     limits = _mapping(raw["time_limits"], "grading.time_limits", required=STAGE_TIME_LIMITS)
-    visibility = _mapping(raw["visibility"], "grading.visibility", required=GRADED_SETS)
+    visibility = dict(_mapping(raw["visibility"], "grading.visibility", required=GRADED_SETS,
+                               optional=("questions",)))
+    # Answers seen at once could be found by resubmitting; by default they
+    # show after the due date.
+    visibility.setdefault("questions", "after_due_date")
     for key, value in visibility.items():
         if value not in VISIBILITIES:
             _fail(f"grading.visibility.{key}", f"must be one of {', '.join(VISIBILITIES)}, got {value!r}")

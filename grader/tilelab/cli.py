@@ -82,16 +82,19 @@ _BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=F
 @click.option("--seed", type=int, default=None, help="Input seed (default: a fresh one; give one to regrade identically).")
 @click.option("--part", "parts", multiple=True, help="Grade only this part (repeatable).")
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer (faster; those stages show as not run).")
+@click.option("--answer-key", type=click.Path(dir_okay=False), default=None,
+              help="The answer key (default: ROOT/solutions/answers.yaml, or ROOT/key/answers.yaml).")
 @click.pass_context
 def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: str | None, seed: int | None,
-          parts: tuple, no_sanitizers: bool) -> None:
-    """Grade a directory of part files: results.json, reports, detailed JSON."""
+          parts: tuple, no_sanitizers: bool, answer_key: str | None) -> None:
+    """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
     from .grading_run import run_grading
 
     root = _root(ctx.obj["root"])
     out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-results"
     code = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
-                       parts=parts, sanitizers=not no_sanitizers, echo=click.echo)
+                       parts=parts, sanitizers=not no_sanitizers, echo=click.echo,
+                       answer_key=Path(answer_key).resolve() if answer_key else None)
     sys.exit(code)
 
 
@@ -166,6 +169,68 @@ def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: s
         raise click.ClickException(str(e)) from None
     click.echo(format_rows(rows, gpu))
     if not rows or not all(r.ok for r in rows):
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--variant", type=click.Choice(["student", "ta"]), default="student", show_default=True,
+              help="The TA variant adds the answer key and the hidden cases.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where handout.md, .html and .pdf go (default: ROOT/build/handout).")
+@click.pass_context
+def handout(ctx: click.Context, variant: str, out_dir: str | None) -> None:
+    """Render the handout from assignment.yaml, the starter files and the questions."""
+    from .handout import write_handouts
+
+    root = _root(ctx.obj["root"])
+    out = Path(out_dir).resolve() if out_dir else root / "build" / "handout"
+    for path in write_handouts(_load(root), root, out, variant=variant).values():
+        click.echo(f"wrote {path}")
+
+
+@main.command()
+@click.argument("bundle", type=click.Choice(["student", "autograder"]))
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="The bundle file (default: ROOT/build/dist/...).")
+@click.pass_context
+def dist(ctx: click.Context, bundle: str, out_path: str | None) -> None:
+    """Build the student tarball or the Gradescope autograder zip."""
+    from .dist import DistError, autograder_bundle, student_bundle
+
+    root = _root(ctx.obj["root"])
+    assignment = _load(root)
+    dist_dir = root / "build" / "dist"
+    try:
+        if bundle == "student":
+            from .handout import write_handouts
+
+            out = Path(out_path).resolve() if out_path else dist_dir / f"tilelab-{assignment.name}-student.tar.gz"
+            handout_dir = dist_dir / "handout"
+            write_handouts(assignment, root, handout_dir, variant="student")
+            made = student_bundle(root, out, handout_dir)
+        else:
+            out = Path(out_path).resolve() if out_path else dist_dir / f"tilelab-{assignment.name}-autograder.zip"
+            made = autograder_bundle(root, out)
+    except DistError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {made} ({made.stat().st_size / 1e6:.1f} MB)")
+
+
+@main.command()
+@_BUILD_OPTION
+@click.option("--which", type=click.Choice(["all", "cpu", "gpu"]), default="all", show_default=True,
+              help="cpu: starter and bundles (what CI runs); gpu: the grading gates.")
+@click.pass_context
+def gates(ctx: click.Context, build_dir: str | None, which: str) -> None:
+    """Check that starter, handout, bundles and autograder agree (GPU gates run where a GPU is)."""
+    from .gates import format_gates, run_gates
+
+    root = _root(ctx.obj["root"])
+    build = _build_dir(root, build_dir)
+    results = run_gates(root, build, build / "gates", which=which,
+                        progress=lambda m: click.echo(f"... {m}", err=True))
+    click.echo(format_gates(results))
+    if any(g.status == "failed" for g in results):
         sys.exit(1)
 
 

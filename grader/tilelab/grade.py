@@ -8,6 +8,10 @@ time limit; a part that fails, hangs or crashes costs only itself. Without
 a GPU every GPU stage is reported as not run.
 
 `check` is the same pipeline on the public cases with a fixed seed.
+
+The exercise answers (answers.yaml) are graded too when the assignment has
+questions and the answer key is at hand; a student's copy has no key, so
+there they are read and checked for form only.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import process, roofline
+from .answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
 from .assignment import Assignment, Part, load_assignment
 from .build import SubmissionBuild
 from .diagnose import STATUS_HINTS, case_hints
@@ -40,6 +45,9 @@ from .static_checks import check_source, kernel_names
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
 NO_GPU = "not run: no CUDA device on this machine"
+# Where the answer key is looked for, under the project root, unless
+# GradeOptions.answer_key names it: the course checkout, the autograder zip.
+ANSWER_KEY_PLACES = ("solutions/answers.yaml", "key/answers.yaml")
 
 
 @dataclass
@@ -56,6 +64,8 @@ class GradeOptions:
     refresh_roofline: bool = False
     progress: Callable[[str], None] = field(default=lambda message: None)
     gpu_lock: GpuLock = field(default_factory=GpuLock)  # shared with gradings running beside this one
+    answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
+    answers_only: bool = False  # grade answers.yaml and no part (the self-test's answers hand-ins)
 
 
 @dataclass
@@ -97,7 +107,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     clock = time.monotonic()
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     assignment = load_assignment(opt.root / ASSIGNMENT_FILE)
-    parts = [p for p in assignment.parts if not opt.parts or p.id in opt.parts]
+    parts = [] if opt.answers_only else [p for p in assignment.parts if not opt.parts or p.id in opt.parts]
     seed = opt.seed if opt.seed is not None else (CHECK_SEED if opt.mode == "check" else secrets.randbits(40))
     sets = ("public", "hidden") if opt.mode == "grade" else ("public",)
     verify_tool = _tool(opt.build_dir, "tilelab-verify")
@@ -119,7 +129,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     states = [_new_state(p, submission, sets) for p in parts]
 
     with timed("gpu probe and ceilings"):
-        gpu, ceilings = _probe_gpu(roofline_tool, opt, notes)
+        gpu, ceilings = _probe_gpu(roofline_tool, opt, notes) if states else (None, None)
 
     opt.progress("static checks")
     with timed("static checks"):
@@ -167,6 +177,12 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                 c.reasons = [s.stage("correctness").summary]
         _score(s)
 
+    answers = None
+    if assignment.questions:
+        opt.progress("questions")
+        with timed("questions"):
+            answers = _answers(submission, assignment, opt)
+
     return GradeResult(
         assignment=assignment.name,
         mode=opt.mode,
@@ -180,7 +196,34 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         timings=timings,
         notes=notes,
         title=assignment.title,
+        answers=answers,
     )
+
+
+def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> AnswersResult:
+    """answers.yaml graded against the key; without a key (a student's copy)
+    read and checked for form, scoring nothing."""
+    if opt.answer_key is not None:
+        key_path = Path(opt.answer_key)
+    else:
+        key_path = next((opt.root / p for p in ANSWER_KEY_PLACES if (opt.root / p).is_file()),
+                        opt.root / ANSWER_KEY_PLACES[0])
+    answers_path = submission / ANSWERS_FILE
+    if not key_path.is_file():
+        result = grade_answers(answers_path, assignment.questions, None, not_graded_reason=NO_KEY)
+        result.staff_note = f"no answer key at {key_path}"
+        return result
+    try:
+        key = load_key(key_path, assignment.questions)
+    except AnswerKeyError as e:
+        # The key is the course's, not the student's: they are told only that
+        # the grader could not grade; the error (which may quote the key) is for staff.
+        result = grade_answers(answers_path, assignment.questions, None,
+                               not_graded_reason="not graded: the grader's answer key is broken (not your fault; "
+                                                 "tell the course staff)")
+        result.staff_note = str(e)
+        return result
+    return grade_answers(answers_path, assignment.questions, key)
 
 
 def _ceilings_dict(c) -> dict:

@@ -10,7 +10,10 @@ tags, visibility, extra_data.
 Per part, in order: build (0 points, what the static checks and the compiler
 said), public cases, hidden cases (visibility from assignment.yaml; students
 are told up front that they exist), memory safety and launch checks (0
-points each: they gate the correctness points), speed.
+points each: they gate the correctness points), speed. Then one test per
+exercise question, numbered Q.1, Q.2, ...: the answer as read and whether
+it is right (never the key); a text question is worth 0 here, tagged
+"manual", and graded by a TA.
 
 A results.json is always written: when the grader itself fails, a visible
 "Autograder error" test says so (not the student's fault) and a hidden one
@@ -23,11 +26,15 @@ import json
 import os
 from pathlib import Path
 
+from .answers import AnswersResult
 from .assignment import Assignment
 from .model import STAGE_TITLES, STAGES, GradeResult, PartResult
+from .report import md_text
 from .scoring import case_points
 
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
+_QUESTION_MARK = {"correct": "correct", "wrong": "WRONG", "unanswered": "no answer", "invalid": "NOT READABLE",
+                  "collected": "collected for a TA", "not_graded": "not graded"}
 
 
 def _round(x: float) -> float:
@@ -175,6 +182,60 @@ def part_tests(result: PartResult, index: int, visibility: dict) -> list:
     return tests
 
 
+def _answer_block(answer: str, kind: str) -> str:
+    if not answer:
+        return "Your answer: (none)"
+    if kind == "text" or "\n" in answer:
+        return "Your answer:\n\n" + _fenced(answer)
+    return f"Your answer: `{answer.replace('`', chr(39))}`"
+
+
+def question_tests(answers: AnswersResult, texts: dict, visibility: str = "visible") -> list:
+    """One test per question (`texts`: question id -> its text); never the key."""
+    tests = []
+    for n, q in enumerate(answers.questions, start=1):
+        lines = []
+        if texts.get(q.id):
+            lines += [f"> {md_text(texts[q.id])}", ""]
+        lines += [_answer_block(q.answer, q.kind), "", f"**{_QUESTION_MARK.get(q.status, q.status)}**: {q.message}"]
+        if q.kind == "text":
+            lines += ["", "The 0 points here are not this answer's grade: a TA grades it by hand."]
+            tests.append(_test(f"Question {q.id}", f"Q.{n}", 0, 0, "\n".join(lines), ["questions", "manual"],
+                               visibility, passed=q.status == "collected"))
+        else:
+            tests.append(_test(f"Question {q.id}", f"Q.{n}", q.score, q.max_score, "\n".join(lines), ["questions"],
+                               visibility, passed=q.status == "correct"))
+    return tests
+
+
+def _answers_summary(answers: AnswersResult, shown_when: str = "") -> list:
+    """The questions' lines at the top of the page. With `shown_when` the
+    results are not shown yet: only what is wrong with the file itself is."""
+    auto = [q for q in answers.questions if q.kind != "text"]
+    if not answers.graded:
+        line = f"Questions: {answers.not_graded_reason}."
+    elif shown_when:
+        line = (f"Questions: your answers to the {len(answers.questions)} exercise questions are graded; their "
+                f"results are shown {shown_when}.")
+    else:
+        line = (f"Questions: {answers.score:g} / {answers.max_score:g} automatic points "
+                f"({answers.count('correct')} of {len(auto)} right")
+        for status, word in (("wrong", "wrong"), ("invalid", "not readable"), ("unanswered", "unanswered")):
+            n = sum(1 for q in auto if q.status == status)
+            if n:
+                line += f", {n} {word}"
+        line += ")."
+    manual = [q for q in answers.questions if q.kind == "text"]
+    if manual and not shown_when:
+        line += (f" {sum(q.status == 'collected' for q in manual)} of {len(manual)} written answers collected for a "
+                 f"TA (up to {answers.manual_max:g} points, graded by hand).")
+    lines = [line]
+    if answers.status != "read" and answers.message:
+        lines.append(f"- {answers.message}")
+    lines += [f"- {note}" for note in answers.notes]
+    return lines
+
+
 def summary_output(result: GradeResult, tests: list) -> str:
     """The top of the Gradescope page. Gradescope hides the total while any
     test is hidden, so this shows only what students may see now."""
@@ -188,7 +249,13 @@ def summary_output(result: GradeResult, tests: list) -> str:
     if result.gpu:
         lines.append(f"Graded on {result.gpu.get('name', 'a GPU')}.")
     lines += [f"- {n}" for n in result.notes]
-    lines += ["", "| part | first problem |", "| --- | --- |"]
+    if result.answers is not None:
+        visibility = next((t["visibility"] for t in tests if "questions" in t.get("tags", [])), "visible")
+        when = {"visible": "", "after_due_date": "after the due date", "after_published": "when grades are published",
+                "hidden": "to the course staff only"}[visibility]
+        lines += [""] + _answers_summary(result.answers, when)
+    if result.parts:
+        lines += ["", "| part | first problem |", "| --- | --- |"]
     for p in result.parts:
         lines.append(f"| {p.title} | {_visible_problem(p).replace('|', '/')} |")
     return "\n".join(lines)
@@ -198,6 +265,9 @@ def results_json(result: GradeResult, assignment: Assignment) -> dict:
     tests = []
     for i, part in enumerate(result.parts, start=1):
         tests += part_tests(part, i, assignment.grading["visibility"])
+    if result.answers is not None:
+        tests += question_tests(result.answers, {q.id: q.text for q in assignment.questions},
+                                assignment.grading["visibility"]["questions"])
     return {
         "score": _round(sum(t["score"] for t in tests)),
         "execution_time": round(result.seconds, 2),

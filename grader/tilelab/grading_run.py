@@ -31,6 +31,7 @@ def run_grading(
     parts: tuple = (),
     sanitizers: bool = True,
     echo: Callable[[str], None] = print,
+    answer_key: Optional[Path] = None,
 ) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.json"
@@ -41,7 +42,7 @@ def run_grading(
         assignment = load_assignment(root / ASSIGNMENT_FILE)
         build = Path(build_dir).resolve() if build_dir else root / "build"
         opt = GradeOptions(root=root, build_dir=build, out_dir=out_dir, mode="grade", seed=seed, parts=parts,
-                           sanitizers=sanitizers, progress=lambda m: echo(f"... {m}"))
+                           sanitizers=sanitizers, answer_key=answer_key, progress=lambda m: echo(f"... {m}"))
         result = grade(submission, opt)
         write_results(results_json(result, assignment), results_path)
         write_detailed_json(result, out_dir / "grade.json")
@@ -54,6 +55,8 @@ def run_grading(
         echo(f"tilelab grade: the grader failed ({type(exc).__name__}: {exc}); "
              f"{results_path} reports an autograder error")
         return EXIT_GRADER_ERROR
+    if result.gpu is None:
+        echo("no CUDA device: the GPU stages did not run and scored nothing")
     echo(f"score {result.score:.2f} / {result.max_score:.2f} in {result.seconds:.1f} s; "
          f"wrote {results_path}, {out_dir / 'report.md'}, {out_dir / 'report.html'}, {out_dir / 'grade.json'}")
     return EXIT_GRADED

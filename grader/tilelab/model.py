@@ -14,7 +14,10 @@ Stage statuses:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .answers import AnswersResult
 
 # The stages of a part, in the order they run.
 STAGES = ("static", "build", "correctness", "launch", "memcheck", "racecheck", "speed")
@@ -135,14 +138,15 @@ class GradeResult:
     timings: dict = field(default_factory=dict)  # where the time went, seconds per phase
     notes: list = field(default_factory=list)  # grading-wide notes ("no GPU: ...")
     title: str = ""  # the assignment's title, for headings
+    answers: Optional[AnswersResult] = None  # the exercise questions (answers.py); None when there are none
 
     @property
     def score(self) -> float:
-        return sum(p.score for p in self.parts)
+        return sum(p.score for p in self.parts) + (self.answers.score if self.answers else 0.0)
 
     @property
     def max_score(self) -> float:
-        return sum(p.max_score for p in self.parts)
+        return sum(p.max_score for p in self.parts) + (self.answers.max_score if self.answers else 0.0)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -152,4 +156,6 @@ class GradeResult:
             pd["score"] = round(part.score, 4)
             pd["max_score"] = round(part.max_score, 4)
             pd["failed_stage"] = part.failed_stage
+        if self.answers is not None:
+            d["answers"] = self.answers.to_dict()
         return d

@@ -13,6 +13,10 @@ Two audiences:
            Grader errors are reported without the grader's own output.
   staff    everything: hidden cases like public ones, every stage's details,
            launch records with grids, where the time went.
+
+The exercise questions get a section of their own: each answer as read and
+its result. The key is shown next to the answer to staff only; nothing of it
+reaches the student view.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Callable, Optional
 
 import jinja2
 
+from .answers import AnswersResult
 from .model import STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
 
 AUDIENCES = ("student", "staff")
@@ -45,6 +50,14 @@ MODE_WORDS = {
     "grade": "grade (public and hidden cases, fresh inputs)",
     "check": "check (public cases only, fixed inputs; hidden cases run when grading)",
 }
+
+QUESTION_WORDS = {"correct": "correct", "wrong": "wrong", "unanswered": "no answer", "invalid": "not readable",
+                  "collected": "collected for a TA", "not_graded": "not graded here"}
+QUESTION_MARKERS = {"correct": "✅", "wrong": "❌", "invalid": "❌", "unanswered": "⚪", "collected": "📝",
+                    "not_graded": "⚪"}
+# The HTML badge class of each question status (the stage classes, plus one).
+QUESTION_BADGES = {"correct": "passed", "wrong": "failed", "invalid": "failed", "unanswered": "not_run",
+                   "collected": "collected", "not_graded": "not_run"}
 
 HIDDEN_PLACEHOLDER = "(a hidden case)"
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -490,6 +503,54 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
     }
 
 
+def _questions_view(answers: Optional[AnswersResult], staff: bool) -> Optional[dict]:
+    if answers is None:
+        return None
+    rows = []
+    for q in answers.questions:
+        status = q.status if q.status in QUESTION_WORDS else "invalid"
+        if q.kind == "text":
+            unit = "point" if _points(q.manual_points) == "1" else "points"
+            points = f"graded by a TA (up to {_points(q.manual_points)} {unit})"
+        else:
+            points = f"{_points(q.score)} / {_points(q.max_score)}"
+        row = {"id": q.id, "kind": q.kind, "answer": q.answer or "-", "status": status,
+               "word": QUESTION_WORDS[status], "marker": QUESTION_MARKERS[status], "badge": QUESTION_BADGES[status],
+               "message": q.message, "points": points}
+        if staff:  # the key never enters the student view, so no template can show it
+            row["key"] = q.key or "-"
+        rows.append(row)
+    auto = [q for q in answers.questions if q.kind != "text"]
+    written = [q for q in answers.questions if q.kind == "text"]
+    counts = [f"{sum(q.status == s for q in auto)} {QUESTION_WORDS[s]}" for s in ("wrong", "invalid", "unanswered")
+              if any(q.status == s for q in auto)]
+    if answers.summary:
+        first_problem = answers.summary
+    elif not answers.graded:
+        first_problem = answers.not_graded_reason
+    else:
+        first_problem = ", ".join(counts) if counts else "all automatic questions right"
+    if answers.graded:
+        right = f"{sum(q.status == 'correct' for q in auto)} of {len(auto)} right"
+    else:
+        right = "not graded here"
+    collected = (f"{sum(q.status == 'collected' for q in written)} of {len(written)} written answers collected "
+                 f"for a TA (up to {_points(answers.manual_max)} points, graded by hand)") if written else ""
+    return {
+        "file": answers.file,
+        "score": _points(answers.score),
+        "max_score": _points(answers.max_score),
+        "right": right,
+        "collected": collected,
+        "first_problem": first_problem,
+        "file_message": answers.message if answers.status != "read" else "",
+        "not_graded": answers.not_graded_reason if not answers.graded else "",
+        "notes": [str(n) for n in answers.notes],
+        "staff_note": answers.staff_note if staff else "",
+        "rows": rows,
+    }
+
+
 def _gpu_line(result: GradeResult) -> str:
     if not result.gpu:
         return "no GPU: GPU stages did not run"
@@ -545,6 +606,7 @@ def _report_view(result: GradeResult, audience: str) -> dict:
         "notes": notes,
         "ceilings_line": _ceilings_line(result),
         "parts": parts,
+        "questions": _questions_view(result.answers, staff),
         "timings": _timing_rows(result) if staff else [],
         "status_markers": STATUS_MARKERS,
     }

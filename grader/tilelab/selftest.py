@@ -1,13 +1,16 @@
 """The grader graded: known-good and known-bad hand-ins with the verdicts they must get.
 
-tests/submissions/<name>/ holds part files and expected.yaml (format in
-tests/submissions/README.md). A few more hand-ins are made on the fly because
-they cannot live in git: an empty directory, a binary file, a 50 MB file.
-The reference solutions are graded too: every part must get full marks.
+tests/submissions/<name>/ holds part files and/or answers.yaml and
+expected.yaml (format in tests/submissions/README.md). A few more hand-ins
+are made on the fly because they cannot live in git: an empty directory, a
+binary file, a 50 MB file, an answers.yaml over the size limit. The
+reference solutions are graded too: every part must get full marks, and
+their answers.yaml (the key) every automatic point.
 
 Without a GPU only the stages that need none are judged: a hand-in expected
 to fail its static checks or build must fail there; every other one must
 pass both, and its GPU stages must be reported as not run (never passed).
+Answers need no GPU: they are judged in full either way.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Callable, Optional
 
 import yaml
 
+from .answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
 from .grade import GradeOptions, grade
 from .gpu_lock import GpuLock
 from .model import STAGES, GradeResult, PartResult
@@ -47,11 +51,22 @@ class Expectation:
 
 
 @dataclass
+class AnswersExpectation:
+    score: Optional[object] = None  # automatic points expected, or "full"
+    file: Optional[str] = None  # the file-level status (answers.FILE_STATUSES)
+    message: Optional[str] = None  # a substring of the file-level message
+    notes: list = field(default_factory=list)  # substrings each found in some note
+    questions: dict = field(default_factory=dict)  # question id -> {"status": ..., "message": ...}
+    others: Optional[str] = None  # the status of every question not listed
+
+
+@dataclass
 class HandIn:
     name: str
     path: Path
     description: str
     expectations: list  # of Expectation
+    answers: Optional[AnswersExpectation] = None
 
 
 @dataclass
@@ -84,17 +99,48 @@ def _expectation(part: str, raw: dict, where: str, known_parts: set) -> Expectat
     return Expectation(part, raw["verdict"], failing, raw.get("reason"), raw.get("speed"))
 
 
-def load_hand_ins(directory: Path, known_parts: set) -> list:
+def _answers_expectation(raw, where: str, known_questions: set) -> AnswersExpectation:
+    if not isinstance(raw, dict):
+        raise SelftestError(f"{where}: must be a mapping")
+    unknown = set(raw) - {"score", "file", "message", "notes", "questions", "others"}
+    if unknown:
+        raise SelftestError(f"{where}: unknown keys {sorted(unknown)}")
+    score = raw.get("score")
+    if score is not None and score != "full" and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        raise SelftestError(f"{where}.score: must be a number or 'full'")
+    if raw.get("file") not in (None, *FILE_STATUSES):
+        raise SelftestError(f"{where}.file: must be one of {', '.join(FILE_STATUSES)}")
+    if raw.get("others") not in (None, *QUESTION_STATUSES):
+        raise SelftestError(f"{where}.others: must be one of {', '.join(QUESTION_STATUSES)}")
+    notes = raw.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise SelftestError(f"{where}.notes: must be a list of strings")
+    questions = {}
+    for qid, exp in (raw.get("questions") or {}).items():
+        if qid not in known_questions:
+            raise SelftestError(f"{where}.questions: unknown question {qid!r}")
+        exp = {"status": exp} if isinstance(exp, str) else exp
+        if not isinstance(exp, dict) or exp.get("status") not in QUESTION_STATUSES or set(exp) - {"status", "message"}:
+            raise SelftestError(f"{where}.questions.{qid}: a status ({', '.join(QUESTION_STATUSES)}) or "
+                                "{status:, message:}")
+        questions[qid] = exp
+    return AnswersExpectation(score, raw.get("file"), raw.get("message"), notes, questions, raw.get("others"))
+
+
+def load_hand_ins(directory: Path, known_parts: set, known_questions: set = frozenset()) -> list:
     hand_ins = []
     for d in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")):
         spec = d / "expected.yaml"
         if not spec.exists():
             raise SelftestError(f"{d}: no expected.yaml")
         doc = yaml.safe_load(spec.read_text())
-        if not isinstance(doc, dict) or not isinstance(doc.get("parts"), dict) or not doc["parts"]:
-            raise SelftestError(f"{spec}: needs a 'parts' mapping")
-        exps = [_expectation(p, raw, f"{spec}: parts.{p}", known_parts) for p, raw in doc["parts"].items()]
-        hand_ins.append(HandIn(d.name, d, str(doc.get("description", "")), exps))
+        if not isinstance(doc, dict) or not (isinstance(doc.get("parts"), dict) and doc["parts"]
+                                             or isinstance(doc.get("answers"), dict)):
+            raise SelftestError(f"{spec}: needs a 'parts' mapping, an 'answers' mapping or both")
+        exps = [_expectation(p, raw, f"{spec}: parts.{p}", known_parts) for p, raw in (doc.get("parts") or {}).items()]
+        answers = (_answers_expectation(doc["answers"], f"{spec}: answers", known_questions)
+                   if "answers" in doc else None)
+        hand_ins.append(HandIn(d.name, d, str(doc.get("description", "")), exps, answers))
     return hand_ins
 
 
@@ -118,6 +164,14 @@ def generated_hand_ins(work: Path, part_files: dict) -> list:
             f.write(line)
     made.append(HandIn("generated-50mb", huge, "naive.cu is a 50 MB file.",
                        [Expectation("naive", "fail", ["static"], "MB")]))
+    oversized = work / "generated-answers-oversized"
+    oversized.mkdir(parents=True, exist_ok=True)
+    with (oversized / "answers.yaml").open("w") as f:
+        f.write("tile32-reduction: 32\nmatadd-smem-why: |\n")
+        for _ in range(1000):  # about 120 KB of explanation
+            f.write("  " + "Each element is used once, so there is nothing to reuse. " * 2 + "\n")
+    made.append(HandIn("generated-answers-oversized", oversized, "answers.yaml is about 120 KB of text.", [],
+                       AnswersExpectation(score=0, file="too_large", message="64 KB", others="unanswered")))
     return made
 
 
@@ -179,6 +233,53 @@ def judge(part: PartResult, exp: Expectation, gpu: bool) -> tuple:
     return True, ""
 
 
+def judge_answers(answers: Optional[AnswersResult], exp: AnswersExpectation) -> tuple:
+    """(ok, why) for the answers of one hand-in."""
+    if answers is None:
+        return False, "the answers were not graded (the assignment has no questions?)"
+    if exp.file and answers.status != exp.file:
+        return False, f"expected the file {exp.file}, it is {answers.status}: {answers.message}"
+    if exp.message and exp.message.lower() not in answers.message.lower():
+        return False, f"the file's message does not mention {exp.message!r}: {answers.message}"
+    for text in exp.notes:
+        if not any(text.lower() in note.lower() for note in answers.notes):
+            return False, f"no note mentions {text!r} (notes: {answers.notes})"
+    for q in answers.questions:
+        want = exp.questions.get(q.id) or ({"status": exp.others} if exp.others else None)
+        if want is None:
+            continue
+        if q.status != want["status"]:
+            return False, f"{q.id}: expected {want['status']}, got {q.status}: {q.message}"
+        if want.get("message") and want["message"].lower() not in q.message.lower():
+            return False, f"{q.id}: the message does not mention {want['message']!r}: {q.message}"
+    if exp.score == "full":
+        short = [q.id for q in answers.questions if q.kind != "text" and q.status != "correct"]
+        short += [q.id for q in answers.questions if q.kind == "text" and q.status != "collected"]
+        if short or answers.score < answers.max_score - 1e-9:
+            return False, f"expected every automatic point and every text collected; not: {', '.join(short)}"
+    elif exp.score is not None and abs(answers.score - float(exp.score)) > 1e-6:
+        return False, f"expected {exp.score:g} automatic points, got {answers.score:g}"
+    return True, ""
+
+
+def _describe_answers(exp: AnswersExpectation) -> str:
+    text = f"score {exp.score}" if exp.score is not None else "answers"
+    if exp.file:
+        text += f", file {exp.file}"
+    if exp.questions:
+        text += f", {len(exp.questions)} questions"
+    if exp.others:
+        text += f", others {exp.others}"
+    return text
+
+
+def _got_answers(answers: Optional[AnswersResult]) -> str:
+    if answers is None:
+        return "not graded"
+    counts = ", ".join(f"{answers.count(s)} {s}" for s in QUESTION_STATUSES if answers.count(s))
+    return f"{answers.status} [{counts}]"
+
+
 def _describe(exp: Expectation) -> str:
     text = exp.verdict
     if exp.failing:
@@ -206,8 +307,9 @@ def run_selftest(
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     hand_ins = [HandIn("reference-solutions", root / "solutions", "The reference solutions.",
-                       [Expectation(p.id, "pass") for p in assignment.parts])]
-    hand_ins += load_hand_ins(root / "tests" / "submissions", set(part_files))
+                       [Expectation(p.id, "pass") for p in assignment.parts],
+                       AnswersExpectation(score="full", file="read") if assignment.questions else None)]
+    hand_ins += load_hand_ins(root / "tests" / "submissions", set(part_files), {q.id for q in assignment.questions})
     hand_ins += generated_hand_ins(out_dir / "generated", part_files)
     if names:
         hand_ins = [h for h in hand_ins if h.name in names]
@@ -216,7 +318,7 @@ def run_selftest(
     def one(hand_in: HandIn) -> GradeResult:
         opt = GradeOptions(root=root, build_dir=build_dir, out_dir=out_dir / hand_in.name, mode="grade", seed=1,
                            parts=tuple(e.part for e in hand_in.expectations), jobs=max(1, (os.cpu_count() or 2) // jobs),
-                           gpu_lock=lock)
+                           gpu_lock=lock, answers_only=not hand_in.expectations)
         result = grade(hand_in.path, opt)
         write_reports(result, opt.out_dir, audience="student")
         echo(f"graded {hand_in.name} in {result.seconds:.1f} s")
@@ -234,6 +336,11 @@ def run_selftest(
             speed = f"{part.speed.gflops:.0f} ({100 * part.speed.fraction:.0f}%)" if part.speed else "-"
             rows.append(Row(hand_in.name, exp.part, _describe(exp), _got(part), ok, why,
                             f"{part.score:g}/{part.max_score:g}", speed))
+        if hand_in.answers is not None:
+            ok, why = judge_answers(result.answers, hand_in.answers)
+            points = f"{result.answers.score:g}/{result.answers.max_score:g}" if result.answers else "-"
+            rows.append(Row(hand_in.name, "answers", _describe_answers(hand_in.answers), _got_answers(result.answers),
+                            ok, why, points, "-"))
     (out_dir / "selftest.json").write_text(json.dumps({"gpu": gpu, "rows": [asdict(r) for r in rows]}, indent=2))
     return rows, gpu
 
@@ -247,5 +354,6 @@ def format_rows(rows: list, gpu: bool) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(t, widths)) for t in table]
     bad = sum(not r.ok for r in rows)
-    lines.append(f"{len(rows) - bad}/{len(rows)} as expected" + ("" if gpu else " (no GPU: static and build stages judged)"))
+    lines.append(f"{len(rows) - bad}/{len(rows)} as expected"
+                 + ("" if gpu else " (no GPU: static and build stages judged, and answers)"))
     return "\n".join(lines)

@@ -1,6 +1,12 @@
 """GradeResult objects for tests, with figures from a real H100 grading run."""
 
+from pathlib import Path
+
+from tilelab.answers import grade_answers, load_key
+from tilelab.assignment import load_assignment
 from tilelab.model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+
+ROOT = Path(__file__).resolve().parents[2]
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-6b1f", "compute_capability": "9.0", "multiprocessors": 132}
 CEILINGS = {"device_name": "NVIDIA H100 80GB HBM3", "device_uuid": "GPU-6b1f", "fp32_gflops": 56000.0,
@@ -47,3 +53,11 @@ def grade_result(*parts) -> GradeResult:
     return GradeResult(assignment="tilelab_matmul", mode="grade", submission="/tmp/hand-in", seed=42, gpu=H100,
                        ceilings=CEILINGS, parts=list(parts), started="2026-11-21T20:00:00+00:00", seconds=31.5,
                        timings={"build": 6.1, "correctness": 2.0})
+
+
+def graded_answers(hand_in: str = "answers-partial", key: bool = True):
+    """The AnswersResult of one of tests/submissions' answers hand-ins, graded
+    against the real key (or, with key=False, as in a student's copy)."""
+    questions = load_assignment(ROOT / "assignment.yaml").questions
+    answer_key = load_key(ROOT / "solutions" / "answers.yaml", questions) if key else None
+    return grade_answers(ROOT / "tests" / "submissions" / hand_in / "answers.yaml", questions, answer_key)

@@ -1,10 +1,12 @@
 """results.json against Gradescope's published field list, and what students may see."""
 
+import dataclasses
 import json
 
 import pytest
 
-from grade_fixtures import failing_boundary, grade_result, passing_tiled
+from grade_fixtures import failing_boundary, grade_result, graded_answers, passing_tiled
+from tilelab.answers import grade_answers, load_key
 from tilelab.assignment import load_assignment
 from tilelab.gradescope import error_results, results_json, write_results
 
@@ -111,3 +113,71 @@ def test_error_results_are_valid_and_keep_the_traceback_from_students(tmp_path):
     write_results(doc, path)
     assert json.loads(path.read_text()) == doc
     assert not list(path.parent.glob("*.tmp"))
+
+
+def test_one_test_per_question_after_the_parts(assignment):
+    result = grade_result(passing_tiled())
+    result.answers = graded_answers("answers-partial")
+    doc = results_json(result, assignment)
+    check_spec(doc)
+    questions = [t for t in doc["tests"] if t["number"].startswith("Q.")]
+    assert [t["number"] for t in questions] == [f"Q.{n}" for n in range(1, 29)]
+    assert doc["tests"][-28:] == questions  # after every part's tests
+    assert questions[0]["name"] == "Question matadd-smem"
+    assert doc["score"] == pytest.approx(25.0 + 17.0)
+    assert sum(t["max_score"] for t in questions) == 26
+    by_name = {t["name"]: t for t in questions}
+    wrong = by_name["Question tile32-reduction"]
+    assert (wrong["score"], wrong["max_score"], wrong["status"]) == (0, 1, "failed")
+    assert "Your answer: `16`" in wrong["output"] and "not within 1 % of the expected value" in wrong["output"]
+    assert "32" not in wrong["output"].replace("32 x 32", "")  # the question text says 32 x 32; the key is 32
+    right = by_name["Question naive-roof"]
+    assert (right["score"], right["status"]) == (1, "passed") and "Read as 388.75" in right["output"]
+    empty = by_name["Question ridge"]
+    assert empty["status"] == "failed" and "Left empty" in empty["output"]
+    text = by_name["Question matadd-smem-why"]
+    assert (text["score"], text["max_score"], text["status"]) == (0, 0, "passed")
+    assert text["tags"] == ["questions", "manual"] and "a TA grades it by hand" in text["output"]
+    assert "no reuse to capture" in text["output"]  # the student's own text
+    # Question results are shown after the due date (assignment.yaml): the
+    # summary says they are graded, not how they went.
+    assert all(t["visibility"] == "after_due_date" for t in questions)
+    assert "17 / 26" not in doc["output"] and "shown after the due date" in doc["output"]
+    shown_now = dataclasses.replace(
+        assignment, grading={**assignment.grading, "visibility": {**assignment.grading["visibility"],
+                                                                  "questions": "visible"}})
+    doc = results_json(result, shown_now)
+    assert "Questions: 17 / 26 automatic points (17 of 26 right, 6 wrong, 3 unanswered)" in doc["output"]
+
+
+def test_question_tests_never_show_the_key(assignment, root):
+    result = grade_result(passing_tiled())
+    result.answers = graded_answers("answers-partial")
+    doc = results_json(result, assignment)
+    text = json.dumps(doc)
+    key = (root / "solutions" / "answers.yaml").read_text()
+    for model_answer in ("there is no reuse for shared memory to capture", "most of each transferred segment"):
+        assert model_answer in key and model_answer not in text
+    occupancy = next(t for t in doc["tests"] if t["name"] == "Question occupancy")
+    assert "62.5" not in occupancy["output"]
+
+
+def test_a_missing_answers_file_is_named_in_the_summary_and_each_question(assignment, root, tmp_path):
+    key = load_key(root / "solutions" / "answers.yaml", assignment.questions)
+    result = grade_result(failing_boundary())
+    result.answers = grade_answers(tmp_path / "answers.yaml", assignment.questions, key)
+    doc = results_json(result, assignment)
+    check_spec(doc)
+    assert "- answers.yaml was not handed in: every question counts as unanswered." in doc["output"]
+    questions = [t for t in doc["tests"] if t["number"].startswith("Q.")]
+    assert all(t["score"] == 0 and "answers.yaml was not handed in." in t["output"] for t in questions)
+
+
+def test_without_a_key_the_questions_say_they_were_not_graded(assignment):
+    result = grade_result(passing_tiled())
+    result.answers = graded_answers("answers-all-correct", key=False)
+    doc = results_json(result, assignment)
+    check_spec(doc)
+    assert "Questions: not graded here: the answer key is not in this copy" in doc["output"]
+    roof = next(t for t in doc["tests"] if t["name"] == "Question naive-roof")
+    assert roof["score"] == 0 and "**not graded**: Read as 388.75" in roof["output"]

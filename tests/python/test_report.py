@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from grade_fixtures import graded_answers
 from tilelab.model import STAGE_TITLES, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from tilelab.report import (
     DETAIL_LINE_CAP,
@@ -368,3 +369,56 @@ def test_withheld_correctness_points_are_explained(result):
 def test_unknown_audience_is_refused(result):
     with pytest.raises(ValueError):
         render_markdown(result, "teacher")
+
+
+def questions_section(markdown: str) -> str:
+    match = re.search(r"^## Questions.*?(?=^## |\Z)", markdown, re.S | re.M)
+    assert match, "no Questions section"
+    return match.group(0)
+
+
+def test_questions_section_shows_answers_results_and_points(result):
+    result.answers = graded_answers("answers-units-and-typos")
+    md = render_markdown(result)
+    assert "**Score: 41.5 / 86**" in md  # 22.5 / 60 from the parts, 19 / 26 from the questions
+    assert "| questions (answers.yaml) | 19 / 26 | 19 of 26 right | - | 1 wrong, 5 not readable, 1 no answer |" in md
+    section = questions_section(md)
+    assert section.startswith("## Questions (`answers.yaml`), 19 / 26")
+    assert "| question | kind | your answer | result | points |" in section
+    row = next(line for line in section.splitlines() if line.startswith("| `naive-roof`"))
+    assert row == ("| `naive-roof` | number | 388.75 GFLOP/s | ✅ correct: Read as 388.75; the unit 'GFLOP/s' was "
+                   "ignored. | 1 / 1 |")
+    row = next(line for line in section.splitlines() if line.startswith("| `dyn-bytes`"))
+    assert "❌ wrong" in row and "2048" not in row
+    assert "did you mean 'foo-i'?" in section
+    assert "| `coalescing-why` | text | 12 | 📝 collected for a TA" in section
+    assert "graded by a TA (up to 2 points)" in section
+    html = render_html(result)
+    assert '<section id="questions">' in html and '<span class="badge collected">' in html
+
+
+def test_student_reports_never_show_the_key_and_staff_reports_do(result):
+    result.answers = graded_answers("answers-partial")
+    model_answer = "most of each transferred segment is wasted"
+    for text in (render_markdown(result, "student"), render_html(result, "student")):
+        assert model_answer not in text and "(± 1 %)" not in text
+        assert "| key |" not in text and "<th>key</th>" not in text
+    staff = questions_section(render_markdown(result, "staff"))
+    assert "| question | kind | your answer | key | result | points |" in staff
+    row = next(line for line in staff.splitlines() if line.startswith("| `tile32-reduction`"))
+    assert "| 16 | 32 (± 1 %) | ❌ wrong" in row
+    assert model_answer in staff
+    assert model_answer in render_html(result, "staff")
+
+
+def test_a_file_level_problem_heads_the_questions_section(result):
+    result.answers = graded_answers("answers-malformed")
+    md = render_markdown(result)
+    section = questions_section(md)
+    assert "**answers.yaml is not valid YAML (line 14, column" in section
+    assert "| questions (answers.yaml) | 0 / 26 | 0 of 26 right | - | answers.yaml is not valid YAML (line 14) |" in md
+
+
+def test_without_questions_there_is_no_questions_section(result):
+    assert result.answers is None
+    assert "## Questions" not in render_markdown(result) and 'id="questions"' not in render_html(result)

@@ -1,0 +1,455 @@
+"""The student handout and its TA edition: Markdown, HTML and PDF.
+
+Everything in the handout comes from somewhere else, so it cannot drift:
+  assignment.yaml            parts, launchers, case sizes, points, speed
+                             targets, questions and the code they refer to
+                             (read through `load_assignment` only);
+  starter/<part file>        the code each part starts from, verbatim;
+  handouts/reference-gpu.yaml  what the grading GPU measured (ceilings and
+                             the reference solutions' GFLOP/s);
+  solutions/answers.yaml     the answer key (TA edition only).
+
+As in report.py, the Python side builds one view of already-worded text
+(`_handout_view`) and the templates in handouts/ only lay it out, one for
+Markdown and one for HTML, so the formats say the same thing.
+
+Two variants:
+  student  public case sizes, the number of hidden cases, no answer key;
+  ta       adds every hidden and sanitizer case and the answer key after
+           each question. Never hand it to students.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from .answers import AnswerKeyError, load_key
+from .assignment import CEILINGS, Assignment, Case, Part, Question
+from .report import md_code, md_fence, md_text
+from .roofline import Ceilings
+from .scoring import intensity
+
+VARIANTS = ("student", "ta")
+HANDOUT_DIR = "handouts"  # templates and reference-gpu.yaml, under the project root
+REFERENCE_GPU_FILE = "reference-gpu.yaml"
+STARTER_DIR = "starter"
+ANSWER_KEY_FILE = Path("solutions") / "answers.yaml"
+TEMPLATES = {"markdown": "handout.md.j2", "html": "handout.html.j2"}
+# File names without their extension, per variant; the TA edition's name says what it is.
+OUTPUT_STEMS = {"student": "handout", "ta": "handout-ta"}
+
+# The reference-gpu.yaml figure each speed ceiling of assignment.yaml is measured by.
+CEILING_FIGURES = {"fp32_fma": "fp32_fma_gflops"}
+
+# Case sets that only the TA edition lists: their sizes are the grader's to keep.
+TA_ONLY_SETS = ("hidden", "memcheck", "racecheck")
+SANITIZER_SETS = {"memcheck": "compute-sanitizer memcheck", "racecheck": "compute-sanitizer racecheck"}
+
+KIND_WORDS = {"number": "number", "choice": "choice", "text": "written answer"}
+# The harness's input distributions (grader/harness/core/generator.h).
+DISTRIBUTION_WORDS = {"uniform": "uniform inputs in [-1, 1)", "small_int": "small-integer inputs in [-8, 8]"}
+
+# A number question ends with what to answer in: "(bytes)", "(a count)".
+_UNIT_HINT = re.compile(r"\s*\(([^()]+)\)\s*$")
+_KERNEL_DEFINITION = re.compile(r"__global__\s+void\s+([A-Za-z_]\w*)\s*\(")
+
+
+class HandoutError(RuntimeError):
+    """A file the handout is built from is missing or malformed."""
+
+
+# --- formatting ------------------------------------------------------------------
+
+
+def _points(x: float) -> str:
+    """Points as a person writes them: 10, 7.5, 0.43."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f}".rstrip("0").rstrip(".") + " %"
+
+
+def _gflops(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _intensity(x: float) -> str:
+    return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
+
+
+def _size(case: Case, square: bool) -> str:
+    return str(case.j) if square else f"{case.j} × {case.k} × {case.l}"
+
+
+def _full_size(case: Case) -> str:
+    return f"{case.j} × {case.k} × {case.l}"
+
+
+def _conditions(case: Case) -> list:
+    """What sets a case apart from one on uniform inputs and the real device."""
+    words = []
+    if case.distribution != "uniform":
+        words.append(DISTRIBUTION_WORDS[case.distribution])
+    for key, value in case.props.items():
+        if value == "optin":
+            words.append(f"prop.{key} raised to the device's opt-in maximum")
+        else:
+            unit = " bytes" if key == "sharedMemPerBlock" else ""
+            words.append(f"prop.{key} lowered to {value}{unit}")
+    return words
+
+
+# --- reading the inputs ------------------------------------------------------------
+
+
+def _read_yaml(path: Path, what: str):
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise HandoutError(f"{path}: cannot read {what} ({e.strerror})") from e
+    except yaml.YAMLError as e:
+        raise HandoutError(f"{path}: {what} is not valid YAML: {e}") from e
+
+
+def _positive_number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        raise HandoutError(f"{where}: must be a positive number, got {value!r}")
+    return float(value)
+
+
+def reference_gpu(root: Path) -> dict:
+    """The grading GPU's measured figures from handouts/reference-gpu.yaml:
+    {"device", "measured", "fp32_fma_gflops", "dram_gbps",
+     "reference": {part id: {"size": (j, k, l), "gflops"}}}."""
+    path = Path(root) / HANDOUT_DIR / REFERENCE_GPU_FILE
+    doc = _read_yaml(path, "the reference GPU's figures")
+    if not isinstance(doc, dict):
+        raise HandoutError(f"{path}: must be a mapping")
+    for key in ("device", "measured", "fp32_fma_gflops", "dram_gbps", "reference"):
+        if key not in doc:
+            raise HandoutError(f"{path}: missing {key!r}")
+    measured = doc["measured"]
+    # YAML reads an unquoted 2026-11-21 as a date.
+    if isinstance(measured, (datetime.date, datetime.datetime)):
+        measured = measured.isoformat()
+    reference = {}
+    if not isinstance(doc["reference"], dict):
+        raise HandoutError(f"{path}: reference must map part ids to {{size, gflops}}")
+    for part_id, entry in doc["reference"].items():
+        where = f"{path}: reference.{part_id}"
+        if not isinstance(entry, dict) or set(entry) != {"size", "gflops"}:
+            raise HandoutError(f"{where}: must be {{size: [j, k, l], gflops: number}}")
+        size = entry["size"]
+        if not (isinstance(size, list) and len(size) == 3
+                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in size)):
+            raise HandoutError(f"{where}.size: must be [j, k, l], got {size!r}")
+        reference[str(part_id)] = {"size": tuple(size), "gflops": _positive_number(entry["gflops"], f"{where}.gflops")}
+    return {
+        "device": str(doc["device"]),
+        "measured": str(measured),
+        "fp32_fma_gflops": _positive_number(doc["fp32_fma_gflops"], f"{path}: fp32_fma_gflops"),
+        "dram_gbps": _positive_number(doc["dram_gbps"], f"{path}: dram_gbps"),
+        "reference": reference,
+    }
+
+
+def _answer_key(root: Path, assignment: Assignment) -> dict:
+    """The key as the grader reads it (so `no` stays "no"), checked against
+    the questions: a TA edition with a gap in its key is not made."""
+    try:
+        return load_key(Path(root) / ANSWER_KEY_FILE, assignment.questions)
+    except AnswerKeyError as e:
+        raise HandoutError(str(e)) from e
+
+
+def _starter_code(root: Path, part: Part) -> str:
+    path = Path(root) / STARTER_DIR / part.file
+    try:
+        return path.read_text(encoding="utf-8").rstrip("\n")
+    except OSError as e:
+        raise HandoutError(f"{path}: cannot read the starter code of part {part.id} ({e.strerror})") from e
+
+
+# --- the view: what the templates show ----------------------------------------------
+
+
+def _case_groups(cases: tuple, square: bool) -> list:
+    """Cases grouped by what sets them apart, in the order the file lists them:
+    [{"label": "uniform inputs", "sizes": "1, 2, 3"}, ...]."""
+    groups = {}
+    for case in cases:
+        key = tuple(_conditions(case))
+        groups.setdefault(key, []).append(_size(case, square))
+    return [{"label": ", ".join(key) if key else DISTRIBUTION_WORDS["uniform"], "sizes": ", ".join(sizes)}
+            for key, sizes in groups.items()]
+
+
+def _case_rows(cases: tuple) -> list:
+    return [{"name": c.name, "size": _full_size(c), "conditions": ", ".join(_conditions(c)),
+             "described": ", ".join(_conditions(c)) or DISTRIBUTION_WORDS["uniform"]} for c in cases]
+
+
+SHARED_MEMORY_RULES = {
+    "any": "Shared memory is up to you; the grader does not ask for it.",
+    "required": "Your kernels must use shared memory: the grader checks the launch records of every call, "
+                "and a call whose kernels use none fails the launch checks.",
+    "dynamic_only": "All shared memory must be dynamic: one extern __shared__ buffer sized by the third launch "
+                    "parameter, no static __shared__ arrays, and never more than the prop.sharedMemPerBlock "
+                    "the launcher was given.",
+}
+
+
+def _part_view(number: int, part: Part, root: Path, ta: bool) -> dict:
+    square = part.signature == "square"
+    public, hidden = part.cases["public"], part.cases["hidden"]
+    graded = len(public) + len(hidden)
+    view = {
+        "number": number,
+        "id": part.id,
+        "title": part.title,
+        "file": part.file,
+        "starter_path": f"{STARTER_DIR}/{part.file}",
+        "declaration": part.declaration,
+        "teaches": part.teaches,
+        "shared_memory_rule": SHARED_MEMORY_RULES[part.shared_memory],
+        "correctness_points": _points(part.points["correctness"]),
+        "speed_points": _points(part.points["speed"]),
+        "case_points": _points(part.points["correctness"] / graded) if graded else "0",
+        "size_word": "Width" if square else "j × k × l",
+        "public_count": len(public),
+        "public_groups": _case_groups(public, square),
+        "hidden_count": len(hidden),
+        "timing_sizes": ", ".join(_full_size(c) for c in part.cases["timing"]),
+        "starter_code": _starter_code(root, part),
+        "hidden_rows": [],
+        "sanitizer_sets": [],
+    }
+    if ta:
+        view["hidden_rows"] = _case_rows(hidden)
+        view["sanitizer_sets"] = [{"title": title, "rows": _case_rows(part.cases[name])}
+                                  for name, title in SANITIZER_SETS.items()]
+    return view
+
+
+def _rubric_view(assignment: Assignment) -> dict:
+    rows = []
+    for part in assignment.parts:
+        correctness, speed = part.points["correctness"], part.points["speed"]
+        rows.append({"label": f"{part.id}: {part.title}", "correctness": _points(correctness),
+                     "speed": _points(speed), "total": _points(correctness + speed)})
+    parts_total = sum(p.points["correctness"] + p.points["speed"] for p in assignment.parts)
+    automatic = [q for q in assignment.questions if q.kind != "text"]
+    by_hand = [q for q in assignment.questions if q.kind == "text"]
+    questions_total = sum(q.points for q in automatic)
+    return {
+        "rows": rows,
+        "correctness_total": _points(sum(p.points["correctness"] for p in assignment.parts)),
+        "speed_total": _points(sum(p.points["speed"] for p in assignment.parts)),
+        "parts_total": _points(parts_total),
+        "question_count": len(automatic),
+        "questions_total": _points(questions_total),
+        "total": _points(parts_total + questions_total),
+        "by_hand_ids": [q.id for q in by_hand],
+        "by_hand_points": _points(sum(q.manual_points for q in by_hand)),
+    }
+
+
+def _speed_view(assignment: Assignment, gpu: dict) -> dict:
+    ceiling_id = assignment.grading["speed"]["ceiling"]
+    zero_below = assignment.grading["speed"]["zero_below"]
+    figure = CEILING_FIGURES.get(ceiling_id)
+    if figure is None:
+        raise HandoutError(f"reference-gpu.yaml holds no figure for the speed ceiling {ceiling_id!r}")
+    # The grader's own roofline arithmetic, on the figures the grading GPU measured.
+    ceilings = Ceilings(device_name=gpu["device"], device_uuid="", fp32_gflops=gpu[figure],
+                        dram_gbps=gpu["dram_gbps"], measured_at=gpu["measured"], raw={})
+    rows = []
+    for part in assignment.parts:
+        for case in part.cases["timing"]:
+            case_intensity = intensity(case.j, case.k, case.l)
+            bound = ceilings.bound(case_intensity)
+            target = part.speed_target * bound
+            measured = gpu["reference"].get(part.id)
+            same_size = measured is not None and measured["size"] == (case.j, case.k, case.l)
+            rows.append({
+                "part": part.id,
+                "size": _full_size(case),
+                "intensity": _intensity(case_intensity),
+                "bound": _gflops(bound),
+                "memory_bound": bound < ceilings.fp32_gflops,
+                "target_fraction": _percent(part.speed_target),
+                "full_credit": _gflops(target),
+                "no_credit": _gflops(zero_below * target),
+                # A figure measured at another size says nothing about this one.
+                "reference": _gflops(measured["gflops"]) if same_size else "not measured at this size",
+            })
+    return {
+        "ceiling": CEILINGS[ceiling_id],
+        "zero_below": _percent(zero_below),
+        "device": gpu["device"],
+        "measured": gpu["measured"],
+        "ceiling_gflops": _gflops(ceilings.fp32_gflops),
+        "dram_gbps": _gflops(ceilings.dram_gbps),
+        "ridge": _intensity(ceilings.ridge),
+        "rows": rows,
+        "any_memory_bound": any(r["memory_bound"] for r in rows),
+        "repetitions": assignment.timing["repetitions"],
+        "combined": any(len(p.cases["timing"]) > 1 for p in assignment.parts),
+    }
+
+
+def _code_references(question: Question, question_code: dict) -> list:
+    """The question_code entries a question refers to: by the entry's name
+    ("launch_bug") or by a kernel the code defines ("fooKernel")."""
+    names = []
+    for name, code in question_code.items():
+        words = [name] + _KERNEL_DEFINITION.findall(code)
+        if any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(w)}(?![A-Za-z0-9_])", question.text) for w in words):
+            names.append(name)
+    return names
+
+
+def _answer_words(question: Question, answer) -> str:
+    if question.kind == "number":
+        return f"{answer:.10g}"
+    if question.kind == "choice":
+        return f"{answer}: {question.options[answer]}"
+    return str(answer)
+
+
+def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
+    code = assignment.question_code
+    references = {q.id: _code_references(q, code) for q in assignment.questions}
+    referenced = {name for names in references.values() for name in names}
+    # Code that no question names still belongs with the questions: it goes before the first.
+    unreferenced = [name for name in code if name not in referenced]
+    shown = set()
+    views = []
+    for number, q in enumerate(assignment.questions, start=1):
+        code_before = []
+        # Each block once, just before the first question that needs it.
+        for name in (unreferenced if number == 1 else []) + references[q.id]:
+            if name not in shown:
+                shown.add(name)
+                code_before.append({"name": name, "code": code[name].rstrip("\n")})
+        text, unit = q.text, ""
+        if q.kind == "number":
+            match = _UNIT_HINT.search(q.text)
+            if match:
+                text, unit = q.text[:match.start()], match.group(1)
+        if q.kind == "text":
+            worth = f"read by a TA, suggested {_points(q.manual_points)} point{'s' if q.manual_points != 1 else ''}"
+        else:
+            worth = f"{_points(q.points)} point{'s' if q.points != 1 else ''}, graded automatically"
+        views.append({
+            "number": number,
+            "id": q.id,
+            "kind": KIND_WORDS[q.kind],
+            "worth": worth,
+            "text": text,
+            "unit": unit,
+            "tolerance": (f"accepted within {_percent(q.tolerance)} of the right value" if q.tolerance > 0
+                          else "it must be exact") if q.kind == "number" else "",
+            "options": [{"id": k, "text": v} for k, v in q.options.items()],
+            "option_ids": ", ".join(q.options),
+            "code_before": code_before,
+            "answer": _answer_words(q, key[q.id]) if ta else "",
+        })
+    return views
+
+
+def _tolerance_view(assignment: Assignment) -> dict:
+    """The tolerance factor c of |got - expected| <= c * sqrt(k) * 2^-24 * (|M||N|)_ij:
+    one number when every part shares it, else one per part."""
+    factors = [{"part": p.id, "factor": _points(p.tolerance["sqrt_k_factor"])} for p in assignment.parts]
+    shared = {f["factor"] for f in factors}
+    return {"shared": shared.pop() if len(shared) == 1 else "", "per_part": factors}
+
+
+def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+    root = Path(root)
+    ta = variant == "ta"
+    key = _answer_key(root, assignment) if ta else {}
+    return {
+        "ta": ta,
+        "title": assignment.title,
+        "first_part": assignment.parts[0].id,
+        "parts": [_part_view(n, p, root, ta) for n, p in enumerate(assignment.parts, start=1)],
+        "rubric": _rubric_view(assignment),
+        "speed": _speed_view(assignment, reference_gpu(root)),
+        "tolerance": _tolerance_view(assignment),
+        "questions": _questions_view(assignment, key, ta),
+        "answers_path": f"{STARTER_DIR}/answers.yaml",
+        "answer_key_path": ANSWER_KEY_FILE.as_posix(),
+    }
+
+
+# --- rendering ------------------------------------------------------------------------
+
+
+def _environment(root: Path, html: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(root) / HANDOUT_DIR)),
+        autoescape=html,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,  # a misspelt field fails loudly, not as a blank
+    )
+    env.filters["md"] = md_text
+    env.filters["code"] = md_code
+    env.filters["code_cell"] = lambda value: md_code(value, cell=True)
+    env.filters["fence"] = lambda text, info="text": md_fence(str(text).split("\n"), info)
+    return env
+
+
+def render_markdown(assignment: Assignment, root: Path, variant: str = "student") -> str:
+    """The handout as Markdown (GitHub flavour)."""
+    view = _handout_view(assignment, root, variant)
+    text = _environment(root, html=False).get_template(TEMPLATES["markdown"]).render(**view)
+    # Template control blocks leave runs of blank lines; one is enough.
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def render_html(assignment: Assignment, root: Path, variant: str = "student") -> str:
+    """The handout as one standalone, printable HTML page."""
+    view = _handout_view(assignment, root, variant)
+    return _environment(root, html=True).get_template(TEMPLATES["html"]).render(**view)
+
+
+def render_pdf(html: str, path: Path) -> None:
+    """Prints the HTML handout to a PDF at `path`."""
+    # Imported here: the PDF stack (WeasyPrint, Pango) is needed for PDFs only.
+    import weasyprint
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    weasyprint.HTML(string=html).write_pdf(str(path))
+
+
+def write_handouts(assignment: Assignment, root: Path, out_dir: Path, variant: str = "student") -> dict:
+    """Writes handout.md, handout.html and handout.pdf (handout-ta.* for the
+    TA edition) into `out_dir`; returns {"markdown", "html", "pdf"} -> path."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+    # Rendered before anything is written: a missing input leaves no half-written handout.
+    markdown = render_markdown(assignment, root, variant)
+    html = render_html(assignment, root, variant)
+    stem = OUTPUT_STEMS[variant]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {"markdown": out_dir / f"{stem}.md", "html": out_dir / f"{stem}.html", "pdf": out_dir / f"{stem}.pdf"}
+    written["markdown"].write_text(markdown, encoding="utf-8")
+    written["html"].write_text(html, encoding="utf-8")
+    render_pdf(html, written["pdf"])
+    return written

@@ -1,0 +1,126 @@
+"""The bundles: what each holds and must never hold, and that one edit of
+assignment.yaml reaches the handout, the grader and both bundles."""
+
+import os
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import require_pdf_stack
+
+from tilelab.assignment import load_assignment
+from tilelab.dist import DistError, autograder_bundle, check_student_bundle, student_bundle
+from tilelab.handout import render_markdown, write_handouts
+
+# What a copy of the project needs to render, bundle and grade.
+PROJECT_ENTRIES = ("assignment.yaml", "CMakeLists.txt", "cmake", "include", "grader", "starter", "solutions",
+                   "handouts", "docs", "scripts", "docker")
+
+
+def copy_project(root: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    for entry in PROJECT_ENTRIES:
+        src = root / entry
+        if src.is_dir():
+            shutil.copytree(src, dest / entry, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(src, dest / entry)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    require_pdf_stack()
+    root = Path(__file__).resolve().parents[2]
+    work = tmp_path_factory.mktemp("dist")
+    handout_dir = work / "handout"
+    write_handouts(load_assignment(root / "assignment.yaml"), root, handout_dir, variant="student")
+    return (student_bundle(root, work / "student.tar.gz", handout_dir),
+            autograder_bundle(root, work / "autograder.zip"))
+
+
+def test_student_bundle_holds_starter_handout_and_public_cases_only(root, bundles):
+    tarball, _ = bundles
+    with tarfile.open(tarball) as tar:
+        names = tar.getnames()
+        shipped = yaml.safe_load(tar.extractfile("tilelab-tilelab_matmul/assignment.yaml"))
+        answers = tar.extractfile("tilelab-tilelab_matmul/starter/answers.yaml").read().decode()
+        bootstrap = tar.getmember("tilelab-tilelab_matmul/scripts/bootstrap")
+    prefix = "tilelab-tilelab_matmul/"
+    for needed in ("README.md", "CMakeLists.txt", "starter/naive.cu", "starter/answers.yaml", "handout/handout.pdf",
+                   "handout/handout.md", "grader/harness/part_main.cu", "grader/tilelab/grade.py"):
+        assert prefix + needed in names
+    assert not any("/solutions/" in n or "/tests/" in n or "/key/" in n for n in names)
+    assert bootstrap.mode & 0o111
+    assert all(p["cases"]["hidden"] == [] for p in shipped["parts"])
+    source = yaml.safe_load((root / "assignment.yaml").read_text())
+    assert [p["cases"]["public"] for p in shipped["parts"]] == [p["cases"]["public"] for p in source["parts"]]
+    assert "512000" not in answers and "388.75" not in answers
+
+
+def test_student_bundle_check_catches_a_leak(tmp_path):
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        data = b"// BEGIN SOLUTION\n"
+        info = tarfile.TarInfo("tilelab-x/starter/naive.cu")
+        info.size = len(data)
+        import io
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(DistError, match="solution region"):
+        check_student_bundle(bad)
+
+
+def test_autograder_zip_has_entry_points_key_and_hidden_cases(root, bundles):
+    _, zip_path = bundles
+    with zipfile.ZipFile(zip_path) as z:
+        names = set(z.namelist())
+        assert {"setup.sh", "run_autograder", "key/answers.yaml", "assignment.yaml"} <= names
+        assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
+        assert not any(n.startswith(("solutions/", "tests/")) for n in names)
+        shipped = yaml.safe_load(z.read("assignment.yaml"))
+        assert z.read("key/answers.yaml") == (root / "solutions" / "answers.yaml").read_bytes()
+    assert any(p["cases"]["hidden"] for p in shipped["parts"])
+
+
+def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tmp_path):
+    """Change the naive part's correctness points and one public case size in
+    assignment.yaml only; everything generated from it must follow."""
+    require_pdf_stack()
+    project = copy_project(root, tmp_path / "project")
+    text = (project / "assignment.yaml").read_text()
+    text = text.replace("points: {correctness: 10, speed: 5}", "points: {correctness: 12, speed: 5}", 1)
+    text = text.replace("public: [1, 2, 3, 15, 16, 17, 31,", "public: [1, 2, 3, 15, 16, 19, 31,", 1)
+    (project / "assignment.yaml").write_text(text)
+    edited = load_assignment(project / "assignment.yaml")
+    naive = edited.part("naive")
+    assert naive.points["correctness"] == 12 and 19 in [c.j for c in naive.cases["public"]]
+
+    handout = render_markdown(edited, project)
+    assert "1, 2, 3, 15, 16, 19, 31" in handout
+    assert "| naive: Naive kernel | 12 | 5 | 17 |" in handout
+
+    handout_dir = tmp_path / "handout"
+    write_handouts(edited, project, handout_dir, variant="student")
+    with tarfile.open(student_bundle(project, tmp_path / "s.tar.gz", handout_dir)) as tar:
+        shipped = yaml.safe_load(tar.extractfile("tilelab-tilelab_matmul/assignment.yaml"))
+    assert shipped["parts"][0]["points"]["correctness"] == 12
+    assert 19 in shipped["parts"][0]["cases"]["public"]
+    with zipfile.ZipFile(autograder_bundle(project, tmp_path / "a.zip")) as z:
+        assert yaml.safe_load(z.read("assignment.yaml"))["parts"][0]["points"]["correctness"] == 12
+
+    build = os.environ.get("TILELAB_BUILD_DIR")
+    if not build:
+        pytest.skip("skipped: the grader half needs a built project (run through ctest)")
+    from tilelab.gradescope import results_json
+    from tilelab.grade import GradeOptions, grade
+
+    result = grade(project / "solutions", GradeOptions(root=project, build_dir=Path(build),
+                                                       out_dir=tmp_path / "graded", parts=("naive",)))
+    tests = results_json(result, edited)["tests"]
+    public = next(t for t in tests if t["name"].startswith("Naive kernel: public cases"))
+    hidden = next(t for t in tests if t["name"].startswith("Naive kernel: hidden cases"))
+    assert public["max_score"] + hidden["max_score"] == pytest.approx(12)
+    assert any(c.name == "w19" for c in result.parts[0].cases)

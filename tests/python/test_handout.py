@@ -1,0 +1,384 @@
+"""The handout is generated from assignment.yaml, the starter files,
+handouts/reference-gpu.yaml and (TA edition) the answer key: its numbers must
+be theirs, an edit to assignment.yaml must show with no other edit, and the
+student edition must give away no answer and no hidden case."""
+
+import functools
+import html
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_pdf_stack
+import yaml
+
+from tilelab.assignment import load_assignment
+from tilelab.handout import (
+    reference_gpu,
+    render_html,
+    render_markdown,
+    render_pdf,
+    write_handouts,
+)
+from tilelab.report import md_text
+
+ANSWER_KEY = Path("solutions") / "answers.yaml"
+# Answers that must never reach a student, and that the key is known to hold.
+KNOWN_SECRET_ANSWERS = ("388.75", "512000")
+
+
+def _points(x: float) -> str:
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _flat(text: str) -> str:
+    """Whitespace folded, so line wrapping in the PDF does not matter."""
+    return " ".join(text.split())
+
+
+def _visible_html(page: str) -> str:
+    """The HTML as a reader sees it: no tags, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+@functools.lru_cache(maxsize=None)
+def _pdf_text(root: Path, variant: str, tmp: Path) -> str:
+    """The PDF's text, as pdftotext extracts it (rendered once per variant)."""
+    require_pdf_stack()
+    if shutil.which("pdftotext") is None:
+        pytest.skip("skipped: pdftotext (poppler-utils) is not installed")
+    assignment = load_assignment(root / "assignment.yaml")
+    pdf = tmp / f"{variant}.pdf"
+    render_pdf(render_html(assignment, root, variant), pdf)
+    return subprocess.run(["pdftotext", str(pdf), "-"], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="session")
+def pdf_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("handout-pdf")
+
+
+@pytest.fixture
+def assignment(root):
+    return load_assignment(root / "assignment.yaml")
+
+
+def _markdown_row(markdown: str, first_cell: str) -> list:
+    """The cells of the Markdown table row whose first cell is `first_cell`."""
+    for line in markdown.splitlines():
+        if line.startswith(f"| {first_cell} |"):
+            return [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+    raise AssertionError(f"no table row starts with {first_cell!r}")
+
+
+def _part_section(markdown: str, assignment, part_id: str) -> str:
+    """The Markdown of one part, from its heading to the next part's."""
+    ids = [p.id for p in assignment.parts]
+    start = markdown.index(f"(`{part_id}`)")
+    following = ids[ids.index(part_id) + 1:]
+    end = markdown.index(f"(`{following[0]}`)") if following else markdown.index("## 3. Rubric")
+    return markdown[start:end]
+
+
+def _secret_answers(root: Path) -> list:
+    """Answers in the key distinctive enough to test for: at least four
+    characters, and written nowhere a student may look (assignment.yaml, the
+    starter files), so finding one in a handout means the key leaked."""
+    key = yaml.safe_load((root / ANSWER_KEY).read_text(encoding="utf-8"))
+    public_text = (root / "assignment.yaml").read_text(encoding="utf-8")
+    public_text += "".join(p.read_text(encoding="utf-8") for p in sorted((root / "starter").iterdir()))
+    return [str(v) for v in key.values() if len(str(v)) >= 4 and str(v) not in public_text]
+
+
+def _hidden_only(assignment) -> tuple:
+    """Hidden case names and j x k x l sizes that no public or timing case of
+    any part shares (a shared one is no secret)."""
+    shown = [c for p in assignment.parts for s in ("public", "timing") for c in p.cases[s]]
+    shown_names = {c.name for c in shown}
+    shown_sizes = {(c.j, c.k, c.l) for c in shown}
+    hidden = [c for p in assignment.parts for c in p.cases["hidden"]]
+    names = sorted({c.name for c in hidden if c.name not in shown_names})
+    sizes = sorted({f"{c.j} × {c.k} × {c.l}" for c in hidden if (c.j, c.k, c.l) not in shown_sizes})
+    return names, sizes
+
+
+def _mentions(text: str, name: str) -> bool:
+    # Case names are letters, digits and '-': w17 inside w170 is another name.
+    return re.search(rf"(?<![A-Za-z0-9_-]){re.escape(name)}(?![A-Za-z0-9_-])", text) is not None
+
+
+# --- the rubric ------------------------------------------------------------------------
+
+
+def test_the_rubric_has_the_points_of_assignment_yaml(root, assignment):
+    markdown = render_markdown(assignment, root)
+    for part in assignment.parts:
+        correctness, speed = part.points["correctness"], part.points["speed"]
+        row = _markdown_row(markdown, md_text(f"{part.id}: {part.title}"))
+        assert row[1:] == [_points(correctness), _points(speed), _points(correctness + speed)]
+    parts_total = sum(p.points["correctness"] + p.points["speed"] for p in assignment.parts)
+    automatic = [q for q in assignment.questions if q.kind != "text"]
+    questions_total = sum(q.points for q in automatic)
+    assert _markdown_row(markdown, "all parts")[3] == _points(parts_total)
+    assert _markdown_row(markdown, f"exercise questions ({len(automatic)}, graded automatically)")[3] == \
+        _points(questions_total)
+    assert _markdown_row(markdown, "**total**")[3] == f"**{_points(parts_total + questions_total)}**"
+
+    page = _visible_html(render_html(assignment, root))
+    assert _flat(f"total {_points(parts_total + questions_total)}") in _flat(page)
+
+
+def test_the_speed_targets_come_from_assignment_yaml_and_the_reference_gpu(root, assignment):
+    gpu = reference_gpu(root)
+    assert set(gpu["reference"]) == {p.id for p in assignment.parts}
+    markdown = render_markdown(assignment, root)
+    zero_below = assignment.grading["speed"]["zero_below"]
+    for part in assignment.parts:
+        row = _markdown_row(markdown, md_text(part.id))
+        target = part.speed_target * gpu["fp32_fma_gflops"]  # every timed size is compute-bound
+        assert row[5] == f"{target:,.0f}"
+        assert row[6] == f"{zero_below * target:,.0f}"
+        assert row[7] == f"{gpu['reference'][part.id]['gflops']:,.0f}"
+    assert f"{gpu['fp32_fma_gflops']:,.0f} GFLOP/s" in markdown
+
+
+# --- an edit to assignment.yaml shows with no other edit -----------------------------------
+
+
+def _edited_project(root: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the project's handout inputs with assignment.yaml edited by `edit(doc)`."""
+    copy = tmp_path / "project"
+    copy.mkdir()
+    for folder in ("starter", "solutions", "handouts"):
+        shutil.copytree(root / folder, copy / folder)
+    doc = yaml.safe_load((root / "assignment.yaml").read_text(encoding="utf-8"))
+    edit(doc)
+    (copy / "assignment.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return copy
+
+
+def test_changed_points_and_sizes_in_assignment_yaml_change_the_handout(root, assignment, tmp_path):
+    naive = assignment.part("naive")
+    old_public = [c.j for c in naive.cases["public"] if c.distribution == "uniform"]
+    replaced, replacement = old_public[-1], old_public[-1] + 1  # a size the naive part does not list
+    assert replacement not in [c.j for c in naive.cases["public"]]
+
+    def edit(doc):
+        part = next(p for p in doc["parts"] if p["id"] == "naive")
+        part["points"]["correctness"] += 3
+        part["cases"]["public"] = [replacement if c == replaced else c for c in part["cases"]["public"]]
+        tiled = next(p for p in doc["parts"] if p["id"] == "tiled")
+        tiled["speed"]["target"] += 0.01
+
+    project = _edited_project(root, tmp_path, edit)
+    edited = load_assignment(project / "assignment.yaml")
+    before, after = render_markdown(assignment, root), render_markdown(edited, project)
+
+    label = md_text(f"naive: {naive.title}")
+    old_row, new_row = _markdown_row(before, label), _markdown_row(after, label)
+    assert float(new_row[1]) == float(old_row[1]) + 3
+    assert float(new_row[3]) == float(old_row[3]) + 3
+    assert float(_markdown_row(after, "all parts")[3]) == float(_markdown_row(before, "all parts")[3]) + 3
+
+    uniform_line = next(line for line in _part_section(after, edited, "naive").splitlines()
+                        if line.startswith("- uniform inputs"))
+    sizes = uniform_line.split(": ", 1)[1].split(", ")
+    assert str(replacement) in sizes and str(replaced) not in sizes
+
+    gpu = reference_gpu(project)
+    new_target = edited.part("tiled").speed_target * gpu["fp32_fma_gflops"]
+    assert _markdown_row(after, "tiled")[5] == f"{new_target:,.0f}"
+
+    page = _visible_html(render_html(edited, project))
+    assert str(replacement) in page and _flat(f"{new_row[1]} for correctness") in _flat(page)
+
+
+def test_text_from_assignment_yaml_is_escaped_in_tables_and_html(root, tmp_path):
+    def edit(doc):
+        doc["parts"][0]["title"] = "Naive | <b>kernel</b>"
+
+    project = _edited_project(root, tmp_path, edit)
+    edited = load_assignment(project / "assignment.yaml")
+    markdown = render_markdown(edited, project)
+    row = _markdown_row(markdown, md_text(f"{edited.parts[0].id}: Naive | <b>kernel</b>"))
+    assert len(row) == 4  # the '|' of the title did not split the row
+    page = render_html(edited, project)
+    assert "<b>kernel</b>" not in page and "&lt;b&gt;kernel&lt;/b&gt;" in page
+
+
+def test_a_copy_without_hidden_cases_says_so(root, tmp_path):
+    # The student bundle's assignment.yaml lists no hidden cases.
+    def edit(doc):
+        for part in doc["parts"]:
+            part["cases"]["hidden"] = []
+
+    project = _edited_project(root, tmp_path, edit)
+    edited = load_assignment(project / "assignment.yaml")
+    for variant in ("student", "ta"):
+        markdown = render_markdown(edited, project, variant)
+        assert markdown.count("**Hidden cases:** none") == len(edited.parts)
+        assert "| hidden case |" not in markdown
+    naive = edited.part("naive")
+    per_case = _points(naive.points["correctness"] / len(naive.cases["public"]))
+    assert f"Each public case is worth {per_case} of" in render_markdown(edited, project)
+
+
+# --- everything a student needs is in every format ---------------------------------------------
+
+
+def _required_texts(assignment) -> list:
+    texts = []
+    for part in assignment.parts:
+        texts += [part.id, part.title, part.declaration]
+    texts += [q.id for q in assignment.questions]
+    return texts
+
+
+@pytest.mark.parametrize("variant", ["student", "ta"])
+def test_every_part_declaration_and_question_is_in_markdown_and_html(root, assignment, variant):
+    markdown = render_markdown(assignment, root, variant)
+    page = _flat(_visible_html(render_html(assignment, root, variant)))
+    for text in _required_texts(assignment):
+        assert text in markdown, text
+        assert _flat(text) in page, text
+
+
+@pytest.mark.parametrize("variant", ["student", "ta"])
+def test_every_part_declaration_and_question_is_in_the_pdf(root, assignment, pdf_dir, variant):
+    text = _flat(_pdf_text(root, variant, pdf_dir))
+    for expected in _required_texts(assignment):
+        assert _flat(expected) in text, expected
+
+
+# --- no answer and no hidden case reaches a student ----------------------------------------------
+
+
+def test_the_answer_key_has_distinctive_answers_to_look_for(root):
+    secrets = _secret_answers(root)
+    for answer in KNOWN_SECRET_ANSWERS:
+        assert answer in secrets
+    assert len(secrets) >= 5
+
+
+def test_the_student_edition_holds_no_answer_and_no_hidden_case(root, assignment, pdf_dir):
+    names, sizes = _hidden_only(assignment)
+    assert names and sizes
+    outputs = {
+        "markdown": render_markdown(assignment, root, "student"),
+        "html": _visible_html(render_html(assignment, root, "student")),
+        "pdf": _pdf_text(root, "student", pdf_dir),
+    }
+    for fmt, text in outputs.items():
+        flat = _flat(text)
+        assert "Answer key" not in text, fmt
+        for answer in _secret_answers(root):
+            assert _flat(answer) not in flat and _flat(md_text(answer)) not in flat, (fmt, answer)
+        for name in names:
+            assert not _mentions(text, name), (fmt, name)
+        for size in sizes:
+            assert size not in flat, (fmt, size)
+
+
+def test_the_ta_edition_holds_every_answer_and_every_hidden_case(root, assignment, pdf_dir):
+    names, sizes = _hidden_only(assignment)
+    markdown = render_markdown(assignment, root, "ta")
+    page = _flat(_visible_html(render_html(assignment, root, "ta")))
+    pdf = _flat(_pdf_text(root, "ta", pdf_dir))
+    for answer in _secret_answers(root):
+        assert _flat(md_text(answer)) in _flat(markdown), answer
+        assert _flat(answer) in page, answer
+    for answer in KNOWN_SECRET_ANSWERS:
+        assert answer in pdf
+    for part in assignment.parts:
+        for case in part.cases["hidden"]:
+            assert _mentions(markdown, case.name) and _mentions(page, case.name), case.name
+    for size in sizes:
+        assert size in _flat(markdown) and size in page
+
+
+def test_the_student_edition_says_how_many_hidden_cases_each_part_has(root, assignment):
+    markdown = render_markdown(assignment, root)
+    for part in assignment.parts:
+        section = _part_section(markdown, assignment, part.id)
+        assert f"**Hidden cases:** {len(part.cases['hidden'])} more" in section
+        public = [str(c.j) if part.signature == "square" else f"{c.j} × {c.k} × {c.l}"
+                  for c in part.cases["public"]]
+        listed = [size for line in section.splitlines() if line.startswith("- ")
+                  for size in line.split(": ", 1)[1].split(", ")]
+        assert sorted(listed) == sorted(public), part.id
+
+
+# --- the starter code and the question code ---------------------------------------------------
+
+
+def test_the_starter_code_is_the_starter_files_verbatim(root, assignment):
+    markdown = render_markdown(assignment, root)
+    page = html.unescape(render_html(assignment, root))
+    for part in assignment.parts:
+        code = (root / "starter" / part.file).read_text(encoding="utf-8").rstrip("\n")
+        assert code in markdown, part.file
+        assert code in page, part.file
+
+
+def test_the_tiled_todo_lines_appear_verbatim_in_every_format(root, assignment, pdf_dir):
+    lines = (root / "starter" / "tiled.cu").read_text(encoding="utf-8").splitlines()
+    todo = [line for line in lines if "TODO(student)" in line]
+    assert todo
+    markdown = render_markdown(assignment, root)
+    page = html.unescape(render_html(assignment, root))
+    pdf = _flat(_pdf_text(root, "student", pdf_dir))
+    for line in todo:
+        assert line in markdown.splitlines()
+        assert line in page.splitlines()
+        assert _flat(line) in pdf
+
+
+def test_question_code_comes_just_before_the_first_question_that_refers_to_it(root, assignment):
+    markdown = render_markdown(assignment, root)
+    question_at = {q.id: markdown.index(f"**{n}. `{q.id}`**")
+                   for n, q in enumerate(assignment.questions, start=1)}
+    first_reference = {"foo": "foo-i", "launch_bug": "launch-bug", "dyn_offset": "dyn-offset-bug"}
+    assert set(first_reference) == set(assignment.question_code)
+    ids = [q.id for q in assignment.questions]
+    for name, qid in first_reference.items():
+        block = markdown.index(f"Code `{name}`:")
+        previous = ids[ids.index(qid) - 1]
+        assert question_at[previous] < block < question_at[qid], name
+        first_line = assignment.question_code[name].splitlines()[0]
+        assert markdown.count(first_line) == 1  # shown once, not before every question
+
+
+def test_choice_questions_list_their_options(root, assignment):
+    markdown = render_markdown(assignment, root)
+    for q in assignment.questions:
+        for option_id, text in q.options.items():
+            assert f"- `{option_id}`: {md_text(text)}" in markdown
+
+
+# --- files and variants --------------------------------------------------------------------------
+
+
+def test_write_handouts_writes_the_three_files_of_each_edition(root, assignment, tmp_path):
+    require_pdf_stack()
+    student = write_handouts(assignment, root, tmp_path)
+    assert {k: p.name for k, p in student.items()} == \
+        {"markdown": "handout.md", "html": "handout.html", "pdf": "handout.pdf"}
+    ta = write_handouts(assignment, root, tmp_path, variant="ta")
+    assert {k: p.name for k, p in ta.items()} == \
+        {"markdown": "handout-ta.md", "html": "handout-ta.html", "pdf": "handout-ta.pdf"}
+    for path in [*student.values(), *ta.values()]:
+        assert path.stat().st_size > 0
+    assert student["pdf"].read_bytes().startswith(b"%PDF")
+    assert "Answer key" not in student["markdown"].read_text(encoding="utf-8")
+    assert "Answer key" in ta["markdown"].read_text(encoding="utf-8")
+
+
+def test_an_unknown_variant_is_refused(root, assignment, tmp_path):
+    with pytest.raises(ValueError, match="variant"):
+        render_markdown(assignment, root, "staff")
+    with pytest.raises(ValueError, match="variant"):
+        write_handouts(assignment, root, tmp_path, variant="staff")
+    assert not any(tmp_path.iterdir())
