@@ -52,12 +52,17 @@ def compiler_messages(log: str, max_lines: int = MAX_KEPT_LINES) -> str:
 class SubmissionBuild:
     """A build tree for one hand-in."""
 
-    def __init__(self, root: Path, prebuilt: Path, work_dir: Path) -> None:
+    def __init__(self, root: Path, prebuilt: Path, work_dir: Path, sandbox=None, assignment_file: Optional[Path] = None):
         self.root = root
         self.prebuilt = prebuilt
         self.sources = work_dir / "sources"
         self.tree = work_dir / "build"
         self.configure_output = ""
+        # Compiling follows the student's #include directives (and could print
+        # any file they name), so it runs in the sandbox; the tree is also
+        # configured against an assignment file without hidden cases.
+        self.sandbox = sandbox
+        self.assignment_file = assignment_file
 
     def copy_sources(self, files: list) -> None:
         """Copies the named part files (already checked to be plain files)."""
@@ -65,21 +70,38 @@ class SubmissionBuild:
         self.sources.mkdir(parents=True)
         for src in files:
             shutil.copyfile(src, self.sources / src.name)
+            (self.sources / src.name).chmod(0o644)
+        self.sources.chmod(0o755)
 
     def configure(self, timeout_s: float) -> bool:
+        # Configuring runs no student code (CMake only checks which part files
+        # exist), so the grader does it; the tree then becomes the sandbox's.
         shutil.rmtree(self.tree, ignore_errors=True)
+        assignment = [f"-DTILELAB_ASSIGNMENT={self.assignment_file}"] if self.assignment_file else []
         done = process.run(
             [
                 "cmake", "-S", self.root, "-B", self.tree,
                 f"-DTILELAB_SUBMISSION_DIR={self.sources}",
                 f"-DTILELAB_PREBUILT_HARNESS={self.prebuilt}",
                 "-DCMAKE_BUILD_TYPE=Release",
+                *assignment,
                 *self._inherited_cache_settings(),
             ],
             timeout_s,
         )
         self.configure_output = done.output
+        if done.exit_code == 0 and self.sandbox is not None:
+            self.sandbox.own(self.tree)
         return done.exit_code == 0
+
+    def _env(self) -> Optional[dict]:
+        return self.sandbox.env(self.tree) if self.sandbox is not None else None
+
+    def seal(self) -> None:
+        """After the build: the tree becomes the grader's, so code run later
+        (another part's harness) cannot replace a binary."""
+        if self.sandbox is not None:
+            self.sandbox.reclaim(self.tree)
 
     def _inherited_cache_settings(self) -> list:
         """The prebuilt tree's compiler and architectures, so the parts are built
@@ -121,8 +143,10 @@ class SubmissionBuild:
     def _build_target(self, target: str, timeout_s: float) -> process.Completed:
         # One make process per target: parallel parts do not share a job
         # server, and a part that takes forever to compile stops only itself.
-        env = dict(os.environ, MAKEFLAGS="")
-        return process.run(["cmake", "--build", self.tree, "--target", target], timeout_s, env=env)
+        env = self._env() if self.sandbox is not None else dict(os.environ)
+        env["MAKEFLAGS"] = ""
+        return process.run(["cmake", "--build", self.tree, "--target", target], timeout_s, env=env,
+                           sandbox=self.sandbox)
 
     def _object_file(self, part: Part) -> Path:
         listing = self.tree / "submission" / f"{part.id}.objects"

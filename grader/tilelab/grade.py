@@ -16,8 +16,10 @@ there they are read and checked for form only.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import tempfile
 import math
 import os
 import secrets
@@ -33,12 +35,14 @@ from . import process, roofline
 from .answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
 from .assignment import Assignment, Part, load_assignment
 from .build import SubmissionBuild
+from .dist import public_assignment_text
 from .diagnose import STATUS_HINTS, case_hints
 from .gpu_lock import GpuLock
 from .launch_checks import check_launches, launch_rows
 from .model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from .paths import ASSIGNMENT_FILE
 from .runner import exit_codes, run_harness, verify, write_cases
+from .sandbox import Sandbox, preflight, sandbox_for_this_process
 from .sanitizer import run_sanitizer
 from .scoring import case_points, gflops, intensity, scoring_time, speed_fraction
 from .static_checks import check_source, kernel_names
@@ -64,6 +68,7 @@ class GradeOptions:
     refresh_roofline: bool = False
     progress: Callable[[str], None] = field(default=lambda message: None)
     gpu_lock: GpuLock = field(default_factory=GpuLock)  # shared with gradings running beside this one
+    sandbox: Optional[Sandbox] = None  # default: sandbox_for_this_process() (another user when root)
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
     answers_only: bool = False  # grade answers.yaml and no part (the self-test's answers hand-ins)
 
@@ -112,9 +117,12 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     sets = ("public", "hidden") if opt.mode == "grade" else ("public",)
     verify_tool = _tool(opt.build_dir, "tilelab-verify")
     roofline_tool = _tool(opt.build_dir, "tilelab-roofline")
-    work = opt.out_dir / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    sandbox = opt.sandbox if opt.sandbox is not None else sandbox_for_this_process()
+    opt = dataclasses.replace(opt, sandbox=sandbox)
+    preflight(sandbox, _secrets(opt, assignment),
+              [opt.root / "grader" / "harness" / "part_main.cu", opt.root / "include" / "tilelab" / "part.h",
+               opt.build_dir / "grader" / "harness" / "libtilelab_harness.a"])
+    work = _work_dir(opt, sandbox)
     timings: dict = {}
     notes: list = []
 
@@ -154,7 +162,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         with timed("correctness"), opt.gpu_lock.shared():
             codes = exit_codes(verify_tool)
             for s in runnable:
-                _correctness(s, sets, seed, work, assignment, verify_tool, codes)
+                _correctness(s, sets, seed, work, assignment, verify_tool, codes, opt)
         with timed("launch checks"):
             for s in runnable:
                 _launch_checks(s)
@@ -166,7 +174,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             opt.progress("speed")
             with timed("speed"), opt.gpu_lock.exclusive():
                 for s in runnable:
-                    _speed(s, seed, work, assignment, verify_tool, ceilings)
+                    _speed(s, seed, work, assignment, verify_tool, ceilings, opt.sandbox)
 
     for s in states:
         for name in STAGES:  # anything still unset was skipped on purpose
@@ -183,6 +191,8 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         with timed("questions"):
             answers = _answers(submission, assignment, opt)
 
+    if sandbox.switches_user:
+        shutil.rmtree(work, ignore_errors=True)
     return GradeResult(
         assignment=assignment.name,
         mode=opt.mode,
@@ -226,6 +236,29 @@ def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> Ans
     return grade_answers(answers_path, assignment.questions, key)
 
 
+def _secrets(opt: GradeOptions, assignment: Assignment) -> list:
+    """Files student code must not read: the key, the full assignment, the solutions."""
+    paths = [opt.root / ASSIGNMENT_FILE, opt.root / "solutions"]
+    paths += [opt.answer_key] if opt.answer_key else [opt.root / place for place in ANSWER_KEY_PLACES]
+    return [p for p in paths if p is not None]
+
+
+def _work_dir(opt: GradeOptions, sandbox: Sandbox) -> Path:
+    """Where builds and runs happen. For a sandboxed user it is a fresh
+    directory outside the results (which stay the grader's alone, mode 0700),
+    that the sandbox user may only pass through (0711)."""
+    if sandbox.switches_user:
+        opt.out_dir.mkdir(parents=True, exist_ok=True)
+        opt.out_dir.chmod(0o700)
+        work = Path(tempfile.mkdtemp(prefix="tilelab-work-"))
+        work.chmod(0o711)
+        return work
+    work = opt.out_dir / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
 def _ceilings_dict(c) -> dict:
     return {"device_name": c.device_name, "device_uuid": c.device_uuid, "fp32_gflops": round(c.fp32_gflops, 1),
             "dram_gbps": round(c.dram_gbps, 1), "ridge": round(c.ridge, 2), "measured_at": c.measured_at}
@@ -253,7 +286,8 @@ def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
 
 def _probe_gpu(tool: Path, opt: GradeOptions, notes: list):
     """The device facts and its measured ceilings, or (None, None) without a GPU."""
-    probe = process.run([tool, "--device"], 60)
+    # The probe measures the GPU the sandboxed runs will use (Sandbox.extra_env).
+    probe = process.run([tool, "--device"], 60, env={**os.environ, **opt.sandbox.extra_env})
     if probe.exit_code != 0:
         notes.append("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, "
                      "speed) did not run, and score nothing.")
@@ -265,7 +299,8 @@ def _probe_gpu(tool: Path, opt: GradeOptions, notes: list):
         return None, None
     # Measured (once per GPU, then cached) with the GPU to itself.
     with opt.gpu_lock.exclusive():
-        ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline)
+        ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline,
+                                         env={**os.environ, **opt.sandbox.extra_env})
     return gpu, ceilings
 
 
@@ -273,7 +308,14 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
     todo = [s for s in states if s.stage("static").status == "passed"]
     if not todo:
         return
-    builder = SubmissionBuild(opt.root, opt.build_dir, work / "submission")
+    submission_dir = work / "submission"
+    submission_dir.mkdir(parents=True, exist_ok=True)
+    submission_dir.chmod(0o711)
+    public_assignment = submission_dir / "assignment.yaml"
+    public_assignment.write_text(public_assignment_text(opt.root))
+    public_assignment.chmod(0o644)
+    builder = SubmissionBuild(opt.root, opt.build_dir, submission_dir, sandbox=opt.sandbox,
+                              assignment_file=public_assignment)
     builder.copy_sources([s.source for s in todo])
     limit = assignment.grading["time_limits"]["build"]
     if not builder.configure(limit):
@@ -284,6 +326,7 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
         return
     with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
         builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))
+    builder.seal()
     for s, b in zip(todo, builds):
         if b.failed_step == "audit":
             s.set("static", "failed", b.summary, b.details)
@@ -302,6 +345,8 @@ def _harness_failure(run) -> Optional[str]:
     """Why a harness run ended abnormally, in words, or None."""
     if run.timed_out:
         return "timeout"
+    if run.stopped:
+        return run.stopped
     if run.exit_code is None and run.signal is not None:
         return f"signal {run.signal}"
     return None
@@ -314,6 +359,8 @@ def _mark_stopped_case(cases: list, run, limit: float, exit_codes: dict) -> None
     for c in stuck:
         if run.timed_out:
             c.status, c.reasons = "timeout", [f"did not finish within {limit:.0f} s"]
+        elif run.stopped:
+            c.status, c.reasons = "crash", [f"stopped by the grader: the part {run.stopped}"]
         elif run.exit_code in exit_codes:
             info = exit_codes[run.exit_code]
             c.status, c.reasons = info["name"], [info["meaning"]]
@@ -352,32 +399,64 @@ def _case_list_summary(cases: list) -> str:
     return text
 
 
+def _excerpt(text: str, head: int = 25, tail: int = 10) -> str:
+    """A short piece of a run's output for a student; staff logs keep all that was captured."""
+    lines = text.strip().splitlines()
+    if len(lines) <= head + tail:
+        return "\n".join(lines)
+    return "\n".join(lines[:head] + [f"[... {len(lines) - head - tail} lines not shown ...]"] + lines[-tail:])
+
+
+def _staff_log(opt: GradeOptions, name: str, run) -> None:
+    logs = opt.out_dir / "staff" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{name}.log").write_text(f"exit {run.exit_code} signal {run.signal} timed out {run.timed_out} "
+                                      f"stopped {run.stopped} ({run.output_bytes} bytes printed)\n"
+                                      f"--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n")
+
+
 def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
-                 exit_codes: dict) -> None:
-    # Hidden cases get opaque names in the case file, so nothing the harness
-    # prints (and a student may see) names their sizes.
-    reverse = {real: opaque for opaque, real in s.hidden_names.items()}
-    entries = [(reverse.get(c.name, c.name), c) for name in sets for c in s.part.cases[name]]
-    case_file = write_cases(s.part, entries, work / s.part.id / "cases", seed)
+                 exit_codes: dict, opt: GradeOptions) -> None:
+    """Public and hidden cases run in separate processes: what a part prints
+    while it runs hidden cases (it is called with their sizes) goes to staff
+    logs only. Hidden cases also get opaque names in their case file."""
     limit = assignment.grading["time_limits"]["correctness"]
-    run = run_harness(s.binary, case_file, limit)
-    s.harness_result = run.result
-    verdict = verify(verify_tool, case_file)
-    s.result.cases = _case_results(verdict, sets, s.part, s.hidden_names)
-    _mark_stopped_case(s.result.cases, run, limit, exit_codes)
-    failure = _harness_failure(run)
+    reverse = {real: opaque for opaque, real in s.hidden_names.items()}
+    cases, results, student_output, failure, seconds, printed = [], [], "", None, 0.0, 0
+    for set_name in sets:
+        entries = [(reverse.get(c.name, c.name), c) for c in s.part.cases[set_name]]
+        if not entries:
+            continue
+        case_file = write_cases(s.part, entries, work / s.part.id / set_name, seed + (7 if set_name == "hidden" else 0))
+        run = run_harness(s.binary, case_file, limit, sandbox=opt.sandbox)
+        _staff_log(opt, f"{s.part.id}-{set_name}", run)
+        verdict = verify(verify_tool, case_file)
+        set_cases = _case_results(verdict, (set_name,), s.part, s.hidden_names)
+        _mark_stopped_case(set_cases, run, limit, exit_codes)
+        cases += set_cases
+        results.append(run.result or {})
+        failure = failure or _harness_failure(run)
+        seconds += run.seconds
+        printed += run.output_bytes
+        if set_name == "public":
+            student_output = _excerpt(run.stdout + "\n" + run.stderr)
+        if failure == "timeout":
+            break  # a part that hangs would hang again: the other set is not run
+    s.result.cases = [c for c in cases] + [c for c in s.result.cases
+                                           if c.name not in {x.name for x in cases} and c.set in sets]
+    s.harness_result = {"cases": [c for r in results for c in (r.get("cases") if isinstance(r.get("cases"), list)
+                                                               else [])]}
     s.cases_all_passed = all(c.passed for c in s.result.cases)
     summary = _case_list_summary(s.result.cases)
     if failure == "timeout":
         summary = f"the part did not finish within {limit:.0f} s; {summary}"
     elif failure:
-        summary = f"the harness was killed ({failure}); {summary}"
-    if run.output_bytes > 10 * 1024 * 1024:
-        summary += f"; the part printed {run.output_bytes / 1e6:.0f} MB (only the start and end are kept)"
-    details = run.stderr.strip()
+        summary = f"the harness was stopped ({failure}); {summary}"
+    if printed > 10 * 1024 * 1024:
+        summary += f"; the part printed {printed / 1e6:.0f} MB (only the start and end are kept)"
     s.set("correctness", "passed" if s.cases_all_passed else "failed", summary,
-          details if not s.cases_all_passed else "", run.seconds, case_hints(s.result.cases))
-    s.result.launches = launch_rows(run.result or {})
+          student_output if not s.cases_all_passed else "", seconds, case_hints(s.result.cases))
+    s.result.launches = launch_rows(results[0] if results else {})
 
 
 def _launch_checks(s: _Part) -> None:
@@ -407,12 +486,13 @@ def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, o
             case_file = write_cases(s.part, entries, work / s.part.id / tool, seed, record_launches=False)
             jobs.append((s, tool, case_file))
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), opt.jobs))) as pool:
-        runs = list(pool.map(lambda job: run_sanitizer(job[1], job[0].binary, job[2], limit), jobs))
+        runs = list(pool.map(lambda job: run_sanitizer(job[1], job[0].binary, job[2], limit, opt.sandbox), jobs))
     for (s, tool, _), r in zip(jobs, runs):
         s.set(tool, r.status, r.summary, r.details, r.seconds, r.hints)
 
 
-def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings) -> None:
+def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
+           sandbox: Sandbox) -> None:
     if not s.cases_all_passed:
         s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
         return
@@ -422,7 +502,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, work / s.part.id / "timing", seed, timing=assignment.timing)
     limit = assignment.grading["time_limits"]["speed"]
-    run = run_harness(s.binary, case_file, limit)
+    run = run_harness(s.binary, case_file, limit, sandbox=sandbox)
     verdict = verify(verify_tool, case_file)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),

@@ -4,7 +4,10 @@ Every command the grader runs on a student's behalf (the compiler, the
 harness, compute-sanitizer) goes through `run`: it gets its own process
 group, so the time limit kills everything it started; its stdout and stderr
 are drained by threads as they come, keeping only the head and the tail, so
-a part that prints gigabytes costs CPU time, not memory or disk.
+a part that prints gigabytes costs CPU time, not memory or disk. With a
+sandbox (tilelab.sandbox) it runs as the sandbox's user, with its limits and
+environment; with a watched directory, a run that writes more than its quota
+there, or leaves too little free space on the disk, is stopped.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
 
 KEEP_BYTES = 32 * 1024  # kept from each end of each stream
 
@@ -33,6 +39,7 @@ class Completed:
     stderr: str
     stdout_bytes: int  # how much it really printed
     stderr_bytes: int
+    stopped: Optional[str] = None  # why the grader stopped it early, other than the time limit
 
     @property
     def output(self) -> str:
@@ -85,14 +92,40 @@ def _child_limits(file_size_limit: Optional[int]) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
 
 
+def _dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass  # removed while we looked
+    return total
+
+
+def _over_disk_limits(watch_dir: Path, dir_bytes: int, min_free_bytes: int) -> Optional[str]:
+    used = _dir_bytes(watch_dir)
+    if used > dir_bytes:
+        return f"wrote {used / 2**20:.0f} MB of files, more than the {dir_bytes / 2**20:.0f} MB allowed"
+    st = os.statvfs(watch_dir)
+    if st.f_bavail * st.f_frsize < min_free_bytes:
+        return "left the disk almost full"
+    return None
+
+
 def run(
     argv: Sequence,
     timeout_s: float,
     cwd: Optional[Path] = None,
     env: Optional[dict] = None,
     file_size_limit: Optional[int] = None,
+    sandbox: "Optional[Sandbox]" = None,
+    watch_dir: Optional[Path] = None,
 ) -> Completed:
     argv = [str(a) for a in argv]
+    if sandbox is not None:
+        argv = sandbox.wrap(argv)
+        env = env if env is not None else sandbox.env(Path(cwd) if cwd else Path("/tmp"))
     start = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -102,14 +135,26 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=lambda: _child_limits(file_size_limit),
+        # A sandbox sets its limits with prlimit; other commands get them here.
+        preexec_fn=None if sandbox is not None else (lambda: _child_limits(file_size_limit)),
     )
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    stopped = None
+    deadline = start + timeout_s
+    while True:
+        try:
+            proc.wait(timeout=min(0.25, max(0.0, deadline - time.monotonic())) if watch_dir else
+                     max(0.0, deadline - time.monotonic()))
+            break
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            if watch_dir is not None and sandbox is not None:
+                stopped = _over_disk_limits(watch_dir, sandbox.limits.dir_bytes, sandbox.limits.min_free_bytes)
+                if stopped:
+                    break
     # Whatever the leader did, nothing it started may outlive it.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -118,14 +163,16 @@ def run(
     proc.wait()
     seconds = time.monotonic() - start
     code = proc.returncode
+    killed_by_us = timed_out or stopped is not None
     return Completed(
         argv=argv,
-        exit_code=None if timed_out else (code if code >= 0 else None),
-        signal=-code if (code is not None and code < 0 and not timed_out) else None,
+        exit_code=None if killed_by_us else (code if code >= 0 else None),
+        signal=-code if (code is not None and code < 0 and not killed_by_us) else None,
         timed_out=timed_out,
         seconds=seconds,
         stdout=out.text(),
         stderr=err.text(),
         stdout_bytes=out.total,
         stderr_bytes=err.total,
+        stopped=stopped,
     )

@@ -196,14 +196,14 @@ def parse_report(text: str, measured_at: Optional[str] = None) -> Ceilings:
     return ceilings_from_report(report, measured_at)
 
 
-def _run_tool(tool: Path, args: list, timeout_s: float) -> str:
+def _run_tool(tool: Path, args: list, timeout_s: float, env: Optional[dict] = None) -> str:
     """The tool's stdout; RooflineError for every way it can fail."""
     if not tool.is_file():
         raise RooflineError(f"{TOOL_NAME} not found at {tool}; build it first (cmake --build build --target {TOOL_NAME})")
     try:
         proc = subprocess.run(
             [str(tool), *args], capture_output=True, text=True, errors="replace",
-            stdin=subprocess.DEVNULL, timeout=timeout_s,
+            stdin=subprocess.DEVNULL, timeout=timeout_s, env=env,
         )
     except subprocess.TimeoutExpired:
         raise RooflineError(f"{tool} {' '.join(args)} took longer than {timeout_s:g} s and was stopped") from None
@@ -217,16 +217,17 @@ def _run_tool(tool: Path, args: list, timeout_s: float) -> str:
     return proc.stdout
 
 
-def measure(tool: Path, timeout_s: float = 120, runs: int = 20) -> Ceilings:
-    """Runs the tool once: both ceilings of the GPU it sees, measured now."""
+def measure(tool: Path, timeout_s: float = 120, runs: int = 20, env: Optional[dict] = None) -> Ceilings:
+    """Runs the tool once: both ceilings of the GPU it sees, measured now.
+    `env` (e.g. with CUDA_VISIBLE_DEVICES) chooses which GPU that is."""
     if runs < 1:
         raise ValueError(f"runs must be at least 1, not {runs}")
-    return parse_report(_run_tool(Path(tool), ["--runs", str(runs)], timeout_s))
+    return parse_report(_run_tool(Path(tool), ["--runs", str(runs)], timeout_s, env))
 
 
-def device_info(tool: Path, timeout_s: float = 120) -> dict:
+def device_info(tool: Path, timeout_s: float = 120, env: Optional[dict] = None) -> dict:
     """The tool's device object (name, uuid, ...), measuring nothing."""
-    text = _run_tool(Path(tool), ["--device"], timeout_s)
+    text = _run_tool(Path(tool), ["--device"], timeout_s, env)
     try:
         device = json.loads(text)
     except ValueError as e:
@@ -282,14 +283,14 @@ def save(ceilings: Ceilings) -> Path:
     return path
 
 
-def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120) -> Ceilings:
+def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120, env: Optional[dict] = None) -> Ceilings:
     """This GPU's ceilings: from the cache, or measured (and cached) when there are none or on refresh."""
-    uuid = _device_uuid(device_info(tool, timeout_s))
+    uuid = _device_uuid(device_info(tool, timeout_s, env))
     if not refresh:
         cached = load_cached(uuid)
         if cached is not None:
             return cached
-    ceilings = measure(tool, timeout_s)
+    ceilings = measure(tool, timeout_s, env=env)
     if ceilings.device_uuid != uuid:
         # CUDA_VISIBLE_DEVICES or the hardware changed between the two runs.
         raise RooflineError(f"{TOOL_NAME} named GPU {uuid} but then measured GPU {ceilings.device_uuid}")

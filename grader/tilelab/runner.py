@@ -13,9 +13,12 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from . import process
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
 from .assignment import Case, Part
 
 # No file the harness writes (outputs, its result JSON) needs more: a part
@@ -28,6 +31,7 @@ class HarnessRun:
     exit_code: Optional[int]  # None when killed (time limit or signal)
     signal: Optional[int]  # the signal that killed it, if one did
     timed_out: bool
+    stopped: Optional[str]  # why the grader stopped it early (a disk limit), if it did
     seconds: float
     stdout: str  # head and tail only
     stderr: str
@@ -77,13 +81,22 @@ def write_cases(
     return path
 
 
-def run_harness(binary: Path, case_file: Path, timeout_s: float, wrapper: Sequence = ()) -> HarnessRun:
-    """Runs a harness on a case file; `wrapper` prefixes the command (compute-sanitizer)."""
-    result_path = case_file.parent / "result.json"
+def run_harness(binary: Path, case_file: Path, timeout_s: float, wrapper: Sequence = (),
+                sandbox: "Optional[Sandbox]" = None) -> HarnessRun:
+    """Runs a harness on a case file; `wrapper` prefixes the command (compute-sanitizer).
+    With a sandbox, the case file's directory becomes the run's own (see Sandbox.own)
+    and is taken back before its results are read."""
+    run_dir = case_file.parent
+    result_path = run_dir / "result.json"
     if result_path.exists():
         result_path.unlink()
-    done = process.run([*wrapper, binary, case_file], timeout_s, cwd=case_file.parent,
-                       file_size_limit=HARNESS_FILE_LIMIT)
+    if sandbox is not None:
+        sandbox.own(run_dir)
+    done = process.run([*wrapper, binary, case_file], timeout_s, cwd=run_dir,
+                       file_size_limit=HARNESS_FILE_LIMIT, sandbox=sandbox,
+                       watch_dir=run_dir if sandbox is not None else None)
+    if sandbox is not None:
+        sandbox.reclaim(run_dir)
     result = None
     if result_path.exists():
         try:
@@ -94,6 +107,7 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, wrapper: Sequen
         exit_code=done.exit_code,
         signal=done.signal,
         timed_out=done.timed_out,
+        stopped=done.stopped,
         seconds=done.seconds,
         stdout=done.stdout,
         stderr=done.stderr,

@@ -55,14 +55,14 @@ HINTS = {
 }
 
 
-def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float) -> SanitizerRun:
+def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sandbox=None) -> SanitizerRun:
     exe = sanitizer_path()
     if not exe:
         return SanitizerRun("not_run", "compute-sanitizer is not installed here")
     wrapper = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_ERROR_EXIT), "--print-limit", "20"]
     if tool == "racecheck":
         wrapper += ["--racecheck-report", "analysis"]
-    run = run_harness(binary, case_file, timeout_s, wrapper=wrapper)
+    run = run_harness(binary, case_file, timeout_s, wrapper=wrapper, sandbox=sandbox)
     output = run.stdout + "\n" + run.stderr
     if run.timed_out:
         return SanitizerRun("not_run", f"{tool} did not finish within {timeout_s:.0f} s: not verified",

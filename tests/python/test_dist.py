@@ -116,8 +116,12 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
         pytest.skip("skipped: the grader half needs a built project (run through ctest)")
     from tilelab.gradescope import results_json
     from tilelab.grade import GradeOptions, grade
+    from tilelab.sandbox import Sandbox
 
-    result = grade(project / "solutions", GradeOptions(root=project, build_dir=Path(build),
+    # This copy lives in pytest's private temporary directory, which a
+    # sandbox user could not read: grade as the current user (the flow of the
+    # edit is what is tested here, not the sandbox).
+    result = grade(project / "solutions", GradeOptions(root=project, build_dir=Path(build), sandbox=Sandbox(),
                                                        out_dir=tmp_path / "graded", parts=("naive",)))
     tests = results_json(result, edited)["tests"]
     public = next(t for t in tests if t["name"].startswith("Naive kernel: public cases"))

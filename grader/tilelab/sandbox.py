@@ -1,0 +1,150 @@
+"""Where and as whom student code runs.
+
+Every process that compiles or runs a student's code (the compiler, the
+harness, compute-sanitizer) is started through `Sandbox.wrap`:
+
+  - when the grader runs as root (as it does in Docker and on Gradescope),
+    as an unprivileged user (TILELAB_SANDBOX_USER, default tilelab-student),
+    with no supplementary groups, so it cannot read the answer key, the full
+    assignment (hidden cases) or the grader's results, nor write there;
+  - in a new network namespace with no interfaces, where the kernel allows
+    it (root; inside Docker the container's --network none does this job);
+  - with limits on processes (a fork bomb stops at the limit), open files,
+    file size and core dumps (prlimit);
+  - with a bare environment: nothing of the grader's variables leaks in.
+
+The time limit, the process group and the capped output are process.run's
+job; the disk quota of a run's directory is checked there too.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+DEFAULT_USER = "tilelab-student"
+
+
+class SandboxError(RuntimeError):
+    """Student code cannot be run safely here."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    processes: int = 512  # per user: threads count too (the CUDA runtime starts several)
+    open_files: int = 1024
+    file_bytes: int = 1 << 30  # the largest file one process may write
+    dir_bytes: int = 2 << 30  # all files of one run's directory (checked while it runs)
+    min_free_bytes: int = 1 << 30  # stop a run that leaves less than this free on its disk
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    user: Optional[str] = None  # None: stay the current user (not root)
+    uid: int = -1
+    gid: int = -1
+    isolate_network: bool = False
+    limits: Limits = field(default_factory=Limits)
+    extra_env: dict = field(default_factory=dict)  # e.g. CUDA_VISIBLE_DEVICES of a batch worker's GPU
+
+    @property
+    def switches_user(self) -> bool:
+        return self.user is not None
+
+    def wrap(self, argv: list) -> list:
+        """argv, prefixed so that it runs inside the sandbox."""
+        prefix = []
+        if self.isolate_network:
+            prefix += ["unshare", "--net", "--"]
+        if self.user is not None:
+            prefix += ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
+        lim = self.limits
+        prefix += ["prlimit", f"--nproc={lim.processes}", f"--nofile={lim.open_files}",
+                   f"--fsize={lim.file_bytes}", "--core=0", "--"]
+        return prefix + [str(a) for a in argv]
+
+    def env(self, home: Path, extra: Optional[dict] = None) -> dict:
+        """The environment of sandboxed code: enough to find CUDA, nothing else."""
+        env = {
+            "PATH": "/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "TMPDIR": str(home),
+        }
+        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME"):
+            if os.environ.get(name):
+                env[name] = os.environ[name]
+        env.update(self.extra_env)
+        if extra:
+            env.update(extra)
+        return env
+
+    def own(self, path: Path) -> None:
+        """Gives the sandbox user a directory of its own to work in (mode 0700)."""
+        path.mkdir(parents=True, exist_ok=True)
+        if self.user is not None:
+            for p in [path, *path.rglob("*")]:
+                os.chown(p, self.uid, self.gid, follow_symlinks=False)
+        path.chmod(0o700)
+
+    def reclaim(self, path: Path) -> None:
+        """Takes a run's directory back after the run, so nothing left running
+        as the sandbox user can change what the grader is about to read."""
+        if self.user is not None and path.exists():
+            for p in [path, *path.rglob("*")]:
+                os.chown(p, 0, 0, follow_symlinks=False)
+                if not p.is_symlink():
+                    p.chmod(p.stat().st_mode & 0o755)
+
+    def can_read(self, path: Path) -> bool:
+        """Whether sandboxed code could read `path` (for the preflight check)."""
+        probe = subprocess.run(self.wrap(["test", "-r", str(path)]), env=self.env(Path("/")),
+                               stdin=subprocess.DEVNULL, capture_output=True)
+        return probe.returncode == 0
+
+
+def _network_isolation_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "--net", "--", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def sandbox_for_this_process(user: Optional[str] = None) -> Sandbox:
+    """The sandbox student code gets here: a separate user when we are root."""
+    for tool in ("prlimit", "setpriv", "unshare"):
+        if shutil.which(tool) is None:
+            raise SandboxError(f"{tool} (util-linux) is not installed: student code cannot be run safely")
+    if os.geteuid() != 0:
+        return Sandbox()
+    name = user or os.environ.get("TILELAB_SANDBOX_USER", DEFAULT_USER)
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise SandboxError(
+            f"running as root, student code must run as an unprivileged user, and {name!r} does not exist: "
+            f"create it (useradd --system --no-create-home {name}) or name another in TILELAB_SANDBOX_USER"
+        ) from None
+    if entry.pw_uid == 0:
+        raise SandboxError(f"sandbox user {name!r} is root")
+    return Sandbox(user=name, uid=entry.pw_uid, gid=entry.pw_gid, isolate_network=_network_isolation_works())
+
+
+def preflight(sandbox: Sandbox, secrets: list, needed: list) -> None:
+    """Raises SandboxError when sandboxed code could read a secret file, or
+    could not read what building and running a part needs."""
+    if not sandbox.switches_user:
+        return
+    leaks = [p for p in secrets if p.exists() and sandbox.can_read(p)]
+    if leaks:
+        raise SandboxError(f"student code would run as {sandbox.user} and could read "
+                           f"{', '.join(map(str, leaks))}: close them to others (scripts/secure-checkout)")
+    blocked = [p for p in needed if not sandbox.can_read(p)]
+    if blocked:
+        raise SandboxError(f"student code runs as {sandbox.user}, who cannot read {', '.join(map(str, blocked))}: "
+                           "the project and its build must be readable by others (a checkout under /root is not)")
