@@ -1,24 +1,117 @@
 #!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder image;
-# the autograder zip is unpacked in /autograder/source. It installs the
-# build dependencies, the grader, and builds the harness and tools.
+# Gradescope runs this once, as root, in /autograder/source (the unpacked
+# autograder zip of `tilelab dist autograder`) when it builds the autograder
+# image. docker/Dockerfile runs the same script, one step per layer, so the
+# Docker image and Gradescope's are built the same way.
 # The image must already hold the CUDA Toolkit (an nvidia/cuda devel image).
+#
+#   setup.sh [STEP...]   the steps, in this order (default: all three)
+#     system    apt packages, and the unprivileged user student code runs as
+#     python    the virtual environment .venv and the grader's dependencies
+#     project   the grader itself, the harness and tools (build/), and the
+#               permissions that keep the key and the hidden cases from
+#               student code
+#
+# Environment:
+#   TILELAB_AUTOGRADER_ROOT  replaces /autograder (tests, local runs)
+#   TILELAB_SANDBOX_USER     the user student code runs as (tilelab-student)
+#   TILELAB_OFFLINE=1        a machine without network: no apt; the venv sees
+#                            the system's Python packages (--system-site-packages),
+#                            which must hold the grader's dependencies and
+#                            setuptools >= 70.1 (or an older one with wheel),
+#                            and the grader is installed from ./grader alone.
 set -euo pipefail
 root=${TILELAB_AUTOGRADER_ROOT:-/autograder}
+user=${TILELAB_SANDBOX_USER:-tilelab-student}
+offline=${TILELAB_OFFLINE:-0}
 cd "$root/source"
 
-if command -v apt-get >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends cmake g++ make nlohmann-json3-dev \
-    python3 python3-venv python3-pip binutils >/dev/null
-fi
-command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
-nvcc --version | tail -1
+step_system() {
+  if [ "$offline" = 1 ]; then
+    echo "setup.sh: offline: no apt packages installed"
+  elif command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # binutils: the audit of compiled objects; util-linux: prlimit, setpriv
+    # and unshare, which the sandbox of student code is made of.
+    apt-get install -y -qq --no-install-recommends cmake g++ make nlohmann-json3-dev \
+      python3 python3-venv python3-pip binutils util-linux >/dev/null
+    rm -rf /var/lib/apt/lists/*
+  fi
+  # The grader runs as root and refuses to grade without this user.
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup.sh: not root: student code will run as $(id -un), without a sandbox user"
+  elif ! id "$user" >/dev/null 2>&1; then
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user"
+  fi
+}
 
-python3 -m venv .venv
-.venv/bin/python -m pip install --quiet ./grader
-# No GPU is visible while the image is built: the fixed architecture list
-# of cmake/CudaArchitectures.cmake applies (it includes sm_90).
-cmake -S . -B build -DTILELAB_BUILD_TESTS=OFF -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
-cmake --build build -j "$(nproc)"
+step_python() {
+  if [ "$offline" = 1 ]; then
+    python3 -m venv --system-site-packages .venv
+    return
+  fi
+  python3 -m venv .venv
+  # The dependencies alone, read from grader/pyproject.toml: the Dockerfile
+  # runs this step before the grader's sources are in the image, so that
+  # changing them does not download the dependencies again.
+  local deps
+  deps=$(.venv/bin/python - <<'EOF'
+try:
+    import tomllib
+except ImportError:  # Python < 3.11 (Ubuntu 22.04): the TOML reader that pip carries
+    from pip._vendor import tomli as tomllib
+with open("grader/pyproject.toml", "rb") as f:
+    print("\n".join(tomllib.load(f)["project"]["dependencies"]))
+EOF
+  )
+  local reqs
+  mapfile -t reqs <<<"$deps"
+  .venv/bin/python -m pip install --quiet "${reqs[@]}"
+}
+
+step_project() {
+  # The solutions must never reach an autograder image, and questions are
+  # not graded without the key: refuse a checkout or a partial tree.
+  if [ -e solutions ] || [ ! -f key/answers.yaml ]; then
+    echo "setup.sh: $PWD is not an unpacked autograder zip (key/answers.yaml, no solutions/);" \
+      "make one with \`tilelab dist autograder\`" >&2
+    exit 1
+  fi
+  if [ "$offline" = 1 ]; then
+    .venv/bin/python -m pip install --quiet --no-index --no-deps --no-build-isolation ./grader
+  else
+    .venv/bin/python -m pip install --quiet ./grader
+  fi
+  .venv/bin/tilelab --help >/dev/null  # fails here, not at the first submission, if a dependency is missing
+
+  command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+  nvcc --version | tail -1
+  # No GPU is visible while the image is built: the fixed architecture list
+  # of cmake/CudaArchitectures.cmake applies (it includes sm_90).
+  cmake -S . -B build -DTILELAB_BUILD_TESTS=OFF -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
+  cmake --build build -j "$(nproc)"
+
+  # Student code (as $user) must read the harness sources and the build,
+  # and must not change them, nor read the key or the full assignment (its
+  # hidden cases): the grader checks this before every grading. The zip's
+  # own modes are not trusted, since they depend on how it was unpacked.
+  chmod -R a+rX,go-w .
+  chmod -R o-rwx key
+  chmod o-rwx assignment.yaml
+  # Gradescope's layout; the results are the grader's alone.
+  mkdir -p "$root/submission"
+  install -d -m 0700 "$root/results"
+}
+
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(system python project)
+for step in "${steps[@]}"; do
+  case $step in
+    system | python | project) "step_$step" ;;
+    *)
+      echo "setup.sh: unknown step '$step' (system, python, project)" >&2
+      exit 2
+      ;;
+  esac
+done

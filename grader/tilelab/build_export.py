@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -48,10 +49,14 @@ def json_doc(assignment: Assignment) -> dict:
     }
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def _write_if_changed(path: Path, text: str, private: bool = False) -> None:
     # An unchanged file keeps its timestamp, so nothing downstream rebuilds.
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
+    if private:
+        # It lists the hidden cases; the build tree itself stays readable,
+        # since sandboxed student builds link its harness libraries.
+        os.chmod(path, 0o600)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     _write_if_changed(args.cmake, cmake_text(assignment))
-    _write_if_changed(args.json, json.dumps(json_doc(assignment), indent=2) + "\n")
+    _write_if_changed(args.json, json.dumps(json_doc(assignment), indent=2) + "\n", private=True)
     return 0
 
 

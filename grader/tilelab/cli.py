@@ -99,6 +99,65 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 
 
 @main.command()
+@click.argument("class_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where OUT/<student>/ and gradebook.csv go (default: ./tilelab-batch).")
+@_BUILD_OPTION
+@click.option("--seed", type=int, default=None,
+              help="One input seed for every submission and every rerun (default: a fresh one each).")
+@click.option("--gpus", default=None, help="GPUs to grade on, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else all "
+                                           "that nvidia-smi -L lists); one worker each.")
+@click.option("--jobs", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Workers when there is no GPU (with GPUs: one per GPU).")
+@click.option("--force", is_flag=True, help="Grade again what an earlier run already graded.")
+@click.option("--answer-key", type=click.Path(dir_okay=False), default=None,
+              help="The answer key (default: ROOT/solutions/answers.yaml, or ROOT/key/answers.yaml).")
+@click.option("--slurm", "slurm_script", type=click.Path(dir_okay=False), default=None,
+              help="Grade nothing: write this sbatch array script (one task per student) instead.")
+@click.option("--image", default=None, help="With --slurm: the grader's container image (docker:// name or .sif).")
+@click.option("--gradebook-only", is_flag=True, help="Grade nothing: collect the results in OUT into gradebook.csv.")
+@click.pass_context
+def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: str | None, seed: int | None,
+          gpus: str | None, jobs: int, force: bool, answer_key: str | None, slurm_script: str | None,
+          image: str | None, gradebook_only: bool) -> None:
+    """Grade a class: DIR holds one directory per student, named by the student's id."""
+    from . import batch as batch_mod
+
+    root = _root(ctx.obj["root"])
+    out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-batch"
+    try:
+        if slurm_script:
+            script, student_list, refused = batch_mod.write_slurm(Path(class_dir), out, Path(slurm_script), root=root,
+                                                                  image=image or "", seed=seed)
+            for s in refused:
+                click.echo(f"{s.name!r}: {s.problem}", err=True)
+            click.echo(f"wrote {script} and {student_list}; submit with: sbatch {script}")
+            click.echo(f"afterwards: tilelab batch {class_dir} --out {out} --gradebook-only")
+            return
+        if gradebook_only:
+            summary = batch_mod.gradebook_only(Path(class_dir), out, root=root)
+            click.echo(f"{summary.resumed} graded, {summary.errors} grader errors, {summary.skipped} without "
+                       f"results; wrote {summary.gradebook}")
+            sys.exit(0 if summary.ok else 2)
+        build = _build_dir(root, build_dir)
+        summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
+                                      gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None, jobs=jobs,
+                                      force=force, answer_key=Path(answer_key).resolve() if answer_key else None)
+    except batch_mod.BatchError as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; {out / batch_mod.GRADEBOOK_FILE} holds what was graded; run the same command "
+                   "again to go on", err=True)
+        sys.exit(130)
+    for row in summary.rows:
+        if row.status == batch_mod.GRADER_ERROR:
+            click.echo(f"grader error: {row.student}: {row.detail or 'see its results.json'}", err=True)
+    click.echo(summary.line())
+    click.echo(f"gradebook: {summary.gradebook}")
+    sys.exit(0 if summary.ok else 2)
+
+
+@main.command()
 @click.argument("part", required=False)
 @click.option("--dir", "work_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="Directory holding your part files (default: ROOT/starter).")

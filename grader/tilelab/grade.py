@@ -243,6 +243,13 @@ def _secrets(opt: GradeOptions, assignment: Assignment) -> list:
     return [p for p in paths if p is not None]
 
 
+def _private_name(name: str) -> str:
+    """A directory name below the work dir that code of other gradings,
+    running as the same sandbox user, cannot guess (it can pass through the
+    work dir, mode 0711, but not list it)."""
+    return f"{name}-{secrets.token_hex(8)}"
+
+
 def _work_dir(opt: GradeOptions, sandbox: Sandbox) -> Path:
     """Where builds and runs happen. For a sandboxed user it is a fresh
     directory outside the results (which stay the grader's alone, mode 0700),
@@ -308,7 +315,7 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
     todo = [s for s in states if s.stage("static").status == "passed"]
     if not todo:
         return
-    submission_dir = work / "submission"
+    submission_dir = work / _private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
     public_assignment = submission_dir / "assignment.yaml"
@@ -427,7 +434,8 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
         entries = [(reverse.get(c.name, c.name), c) for c in s.part.cases[set_name]]
         if not entries:
             continue
-        case_file = write_cases(s.part, entries, work / s.part.id / set_name, seed + (7 if set_name == "hidden" else 0))
+        case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{set_name}"),
+                                seed + (7 if set_name == "hidden" else 0))
         run = run_harness(s.binary, case_file, limit, sandbox=opt.sandbox)
         _staff_log(opt, f"{s.part.id}-{set_name}", run)
         verdict = verify(verify_tool, case_file)
@@ -483,7 +491,8 @@ def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, o
             continue
         for tool in ("memcheck", "racecheck"):
             entries = [(c.name, c) for c in s.part.cases[tool]]
-            case_file = write_cases(s.part, entries, work / s.part.id / tool, seed, record_launches=False)
+            case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{tool}"), seed,
+                                    record_launches=False)
             jobs.append((s, tool, case_file))
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), opt.jobs))) as pool:
         runs = list(pool.map(lambda job: run_sanitizer(job[1], job[0].binary, job[2], limit, opt.sandbox), jobs))
@@ -500,7 +509,8 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         s.set("speed", "not_run", "not run: the launch checks found work done outside the part's own kernels")
         return
     entries = [(c.name, c) for c in s.part.cases["timing"]]
-    case_file = write_cases(s.part, entries, work / s.part.id / "timing", seed, timing=assignment.timing)
+    case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
+                            timing=assignment.timing)
     limit = assignment.grading["time_limits"]["speed"]
     run = run_harness(s.binary, case_file, limit, sandbox=sandbox)
     verdict = verify(verify_tool, case_file)

@@ -302,6 +302,72 @@ def error_results(traceback_text: str) -> dict:
     }
 
 
+_NUMBER = (int, float)
+# Gradescope's autograder specification, results.json: every field and its type.
+TOP_LEVEL_FIELDS = {
+    "score": _NUMBER, "execution_time": _NUMBER, "output": str, "output_format": str, "test_output_format": str,
+    "test_name_format": str, "visibility": str, "stdout_visibility": str, "extra_data": dict, "tests": list,
+    "leaderboard": list,
+}
+TEST_FIELDS = {
+    "score": _NUMBER, "max_score": _NUMBER, "status": str, "name": str, "name_format": str, "number": str,
+    "output": str, "output_format": str, "tags": list, "visibility": str, "extra_data": dict,
+}
+FORMATS = {"text", "html", "simple_format", "md", "ansi"}
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def spec_problems(doc) -> list:
+    """What in a results.json breaks Gradescope's specification (empty: nothing)."""
+    if not isinstance(doc, dict):
+        return ["results.json is not a JSON object"]
+    problems = []
+    for key, value in doc.items():
+        if key not in TOP_LEVEL_FIELDS:
+            problems.append(f"unknown top-level field {key!r}")
+        elif isinstance(value, bool) or not isinstance(value, TOP_LEVEL_FIELDS[key]):
+            problems.append(f"{key} has type {type(value).__name__}")
+    if "score" not in doc and not all(isinstance(t, dict) and "score" in t for t in doc.get("tests", [])):
+        problems.append("no top-level score and a test without one")
+    for key in ("output_format", "test_output_format", "test_name_format"):
+        if key in doc and doc[key] not in FORMATS:
+            problems.append(f"{key} {doc[key]!r} is not a format")
+    for key in ("visibility", "stdout_visibility"):
+        if key in doc and doc[key] not in VISIBILITIES:
+            problems.append(f"{key} {doc[key]!r} is not a visibility")
+    for i, test in enumerate(doc.get("tests", []) if isinstance(doc.get("tests"), list) else []):
+        if not isinstance(test, dict):
+            problems.append(f"tests[{i}] is not an object")
+            continue
+        for key, value in test.items():
+            if key not in TEST_FIELDS:
+                problems.append(f"tests[{i}]: unknown field {key!r}")
+            elif isinstance(value, bool) or not isinstance(value, TEST_FIELDS[key]):
+                problems.append(f"tests[{i}].{key} has type {type(value).__name__}")
+        if test.get("status", "passed") not in ("passed", "failed"):
+            problems.append(f"tests[{i}].status {test.get('status')!r}")
+        if test.get("visibility", "visible") not in VISIBILITIES:
+            problems.append(f"tests[{i}].visibility {test.get('visibility')!r}")
+        if test.get("output_format", "text") not in FORMATS:
+            problems.append(f"tests[{i}].output_format {test.get('output_format')!r}")
+        if not all(isinstance(t, str) for t in test.get("tags", []) if isinstance(test.get("tags"), list)):
+            problems.append(f"tests[{i}].tags holds a non-string")
+    try:
+        json.dumps(doc, allow_nan=False)
+    except ValueError as e:
+        problems.append(f"not valid JSON: {e}")
+    return problems
+
+
+def student_visible_text(doc: dict) -> str:
+    """Everything in a results.json a student can see at some point without staff rights."""
+    parts = [str(doc.get("output", ""))]
+    for test in doc.get("tests", []):
+        if test.get("visibility", doc.get("visibility", "visible")) != "hidden":
+            parts += [str(test.get("name", "")), str(test.get("output", ""))]
+    return "\n".join(parts)
+
+
 def write_results(doc: dict, path: Path) -> None:
     """Writes the file whole or not at all (a half-written results.json reads as an autograder failure)."""
     path.parent.mkdir(parents=True, exist_ok=True)

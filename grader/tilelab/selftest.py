@@ -29,6 +29,7 @@ import yaml
 from .answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
 from .grade import GradeOptions, grade
 from .gpu_lock import GpuLock
+from .sandbox import sandbox_for_this_process
 from .model import STAGES, GradeResult, PartResult
 from .report import write_reports
 
@@ -133,7 +134,10 @@ def load_hand_ins(directory: Path, known_parts: set, known_questions: set = froz
         spec = d / "expected.yaml"
         if not spec.exists():
             raise SelftestError(f"{d}: no expected.yaml")
-        doc = yaml.safe_load(spec.read_text())
+        try:
+            doc = yaml.safe_load(spec.read_text())
+        except yaml.YAMLError as e:
+            raise SelftestError(f"{spec}: not valid YAML: {e}") from None
         if not isinstance(doc, dict) or not (isinstance(doc.get("parts"), dict) and doc["parts"]
                                              or isinstance(doc.get("answers"), dict)):
             raise SelftestError(f"{spec}: needs a 'parts' mapping, an 'answers' mapping or both")
@@ -314,18 +318,29 @@ def run_selftest(
     if names:
         hand_ins = [h for h in hand_ins if h.name in names]
     lock = GpuLock()
+    sandbox = sandbox_for_this_process()
 
     def one(hand_in: HandIn) -> GradeResult:
         opt = GradeOptions(root=root, build_dir=build_dir, out_dir=out_dir / hand_in.name, mode="grade", seed=1,
                            parts=tuple(e.part for e in hand_in.expectations), jobs=max(1, (os.cpu_count() or 2) // jobs),
-                           gpu_lock=lock, answers_only=not hand_in.expectations)
+                           gpu_lock=lock, answers_only=not hand_in.expectations, sandbox=sandbox)
         result = grade(hand_in.path, opt)
         write_reports(result, opt.out_dir, audience="student")
         echo(f"graded {hand_in.name} in {result.seconds:.1f} s")
         return result
 
+    # The security hand-ins run one at a time after the others: a fork bomb
+    # holds the sandbox user's process limit while it runs, which would
+    # starve gradings beside it.
+    plain = [h for h in hand_ins if not h.name.startswith(SECURITY_PREFIX)]
+    attacks = [h for h in hand_ins if h.name.startswith(SECURITY_PREFIX)]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(one, hand_ins))
+        results = dict(zip([h.name for h in plain], pool.map(one, plain)))
+    security_rows = []
+    if attacks:
+        security_rows, attack_results = _run_attacks(attacks, one, root, assignment, sandbox, echo)
+        results.update(attack_results)
+    results = [results[h.name] for h in hand_ins]
     gpu = any(r.gpu for r in results)
     rows = []
     for hand_in, result in zip(hand_ins, results):
@@ -341,8 +356,40 @@ def run_selftest(
             points = f"{result.answers.score:g}/{result.answers.max_score:g}" if result.answers else "-"
             rows.append(Row(hand_in.name, "answers", _describe_answers(hand_in.answers), _got_answers(result.answers),
                             ok, why, points, "-"))
+    rows += security_rows
     (out_dir / "selftest.json").write_text(json.dumps({"gpu": gpu, "rows": [asdict(r) for r in rows]}, indent=2))
     return rows, gpu
+
+
+SECURITY_PREFIX = "security-"
+
+
+def _run_attacks(attacks: list, grade_one, root: Path, assignment, sandbox, echo) -> tuple:
+    """Grades the security hand-ins between the probes and checks what students would see."""
+    from .grade import ANSWER_KEY_PLACES
+    from .security import LISTENER_PORT, Probes, check_hand_in, leak_markers
+
+    results, rows = {}, []
+    if not sandbox.switches_user:
+        echo("security checks not run: student code runs as this grader's own user (run as root to sandbox it)")
+        for h in attacks:
+            results[h.name] = grade_one(h)
+        return rows, results
+    key_path = next((root / p for p in ANSWER_KEY_PLACES if (root / p).is_file()), root / ANSWER_KEY_PLACES[0])
+    with Probes() as probes:
+        markers = leak_markers(root, assignment, key_path, probes.token)
+        for h in attacks:
+            results[h.name] = grade_one(h)
+            problems = check_hand_in(results[h.name], assignment, markers)
+            rows.append(Row(h.name, "security", "no secret shown, valid results.json",
+                            "; ".join(problems) or "nothing leaked", not problems, "; ".join(problems[:3])))
+        if probes.listening:
+            got = [f"{peer[0]}: {data[:40]!r}" for peer, data in probes.connections]
+            rows.append(Row("security-network", "security", "no connection reaches the listener",
+                            "; ".join(got) or "no connection", not got, "; ".join(got)))
+        else:
+            echo(f"network check not run: port {LISTENER_PORT} is taken")
+    return rows, results
 
 
 def format_rows(rows: list, gpu: bool) -> str:

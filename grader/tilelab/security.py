@@ -1,0 +1,124 @@
+"""The self-test's security checks: hand-ins that attack the grader.
+
+The hand-ins named security-* try to forge results, read and print the
+grader's secrets, fork without end, fill the disk, reach the network, run
+for ever. Besides the verdicts in their expected.yaml, the self-test checks
+for each of them that:
+  - results.json is valid (Gradescope's field list and types);
+  - nothing a student sees (results.json's non-hidden tests, the student
+    report) holds a secret: the canary planted for the run, an answer of the
+    key, a hidden case's name, text from inside a solution region;
+and, once for all of them, that the listener the network hand-in aims at
+received nothing. These checks mean something only where student code runs
+as another user (the grader as root); elsewhere they are reported as not run.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+from pathlib import Path
+
+import yaml
+
+from .assignment import Assignment
+from .dist import public_assignment_text
+from .gradescope import results_json, spec_problems, student_visible_text
+from .model import GradeResult
+from .report import render_html, render_markdown
+
+CANARY_PATH = Path("/tmp/tilelab-security-canary.txt")
+LISTENER_PORT = 47321  # the port security-network/naive.cu aims at
+
+
+class Probes:
+    """The canary file and the network listener, for the length of the checks."""
+
+    def __init__(self) -> None:
+        self.token = "CANARY-" + secrets.token_hex(12)
+        self.connections: list = []
+        self.listening = False
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> "Probes":
+        CANARY_PATH.unlink(missing_ok=True)
+        CANARY_PATH.write_text(self.token + "\n")
+        CANARY_PATH.chmod(0o600)
+        try:
+            self._server = socket.create_server(("127.0.0.1", LISTENER_PORT))
+            self._server.settimeout(0.5)
+            self.listening = True
+            self._thread = threading.Thread(target=self._accept, daemon=True)
+            self._thread.start()
+        except OSError:
+            self._server = None  # the port is taken: the network check is reported as not run
+        return self
+
+    def _accept(self) -> None:
+        while self._server is not None:
+            try:
+                conn, peer = self._server.accept()
+            except (socket.timeout, OSError):
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    data = b""
+            self.connections.append((peer, data))
+
+    def __exit__(self, *exc) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        CANARY_PATH.unlink(missing_ok=True)
+
+
+def leak_markers(root: Path, assignment: Assignment, key_path: Path, canary: str) -> dict:
+    """Strings that must never reach a student, each with what it would reveal."""
+    markers = {canary: "the canary planted for this run"}
+    public_text = public_assignment_text(root) + "".join(
+        p.read_text(errors="replace") for p in (root / "starter").glob("*"))
+    if key_path.exists():
+        key = yaml.safe_load(key_path.read_text()) or {}
+        for qid, answer in key.items():
+            text = str(answer).strip()
+            text = text[:48] if len(text) > 48 else text
+            if len(text) >= 5 and text not in public_text:
+                markers[text] = f"the key's answer to {qid}"
+    public_names = {c.name for p in assignment.parts for s in ("public", "timing", "memcheck", "racecheck")
+                    for c in p.cases[s]}
+    for p in assignment.parts:
+        for c in p.cases["hidden"]:
+            if c.name not in public_names and len(c.name) >= 4:
+                markers[c.name] = f"the hidden case {c.name} of {p.id}"
+    starter_lines = {line.strip() for f in (root / "starter").glob("*.cu") for line in f.read_text().splitlines()}
+    for f in sorted((root / "solutions").glob("*.cu")):
+        inside = False
+        for line in f.read_text().splitlines():
+            stripped = line.strip()
+            if stripped == "// BEGIN SOLUTION":
+                inside = True
+            elif stripped == "// END SOLUTION":
+                inside = False
+            elif (inside and stripped.startswith("//") and not stripped.startswith("// HINT:")
+                  and len(stripped) >= 40 and stripped not in starter_lines):
+                markers[stripped[3:]] = f"a comment inside the solution of {f.name}"
+    return markers
+
+
+def check_hand_in(result: GradeResult, assignment: Assignment, markers: dict) -> list:
+    """Problems found in what a student would see of this grading (empty: none)."""
+    doc = results_json(result, assignment)
+    problems = [f"results.json: {p}" for p in spec_problems(doc)]
+    seen = "\n".join([student_visible_text(doc), render_markdown(result, audience="student"),
+                      render_html(result, audience="student", plot_file=None)])
+    for marker, what in markers.items():
+        if marker in seen:
+            problems.append(f"a student could see {what}")
+    return problems

@@ -1,0 +1,223 @@
+"""The autograder's entry points, docker/setup.sh and docker/run_autograder,
+outside Docker: a directory laid out like Gradescope's /autograder
+(TILELAB_AUTOGRADER_ROOT) gets the real autograder zip unpacked into source/,
+setup.sh runs there in offline mode (it builds the harness: a minute or two,
+once for the module), then run_autograder grades the reference solutions, an
+empty hand-in, and runs once without the grader's virtual environment.
+
+setup.sh must run as root (it creates the sandbox user and closes the key to
+it), and the build needs nvcc: elsewhere these tests are skipped, never passed.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from test_gradescope import check_spec
+from tilelab.assignment import load_assignment
+from tilelab.dist import autograder_bundle
+from tilelab.sandbox import sandbox_for_this_process
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_STAGES = ("correctness", "launch", "memcheck", "racecheck", "speed")
+# Offline, setup.sh installs the grader with the system's setuptools and
+# makes a venv that sees the system's packages: python3 must have both.
+OFFLINE_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import tilelab.cli, tilelab.grading_run, tilelab.grade, tilelab.report, tilelab.gradescope
+import setuptools
+if tuple(int(x) for x in setuptools.__version__.split(".")[:2]) < (70, 1):
+    import wheel  # older setuptools builds wheels with it
+"""
+
+
+def _env(base: Path) -> dict:
+    """The environment Gradescope would give: nothing that points Python at the
+    checkout (ctest sets PYTHONPATH), the autograder root moved to `base`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TILELAB_ROOT", "TILELAB_BUILD_DIR")}
+    env["TILELAB_AUTOGRADER_ROOT"] = str(base)
+    env["TILELAB_OFFLINE"] = "1"
+    if shutil.which("nvcc", path=env.get("PATH")) is None:
+        env["PATH"] = "/usr/local/cuda/bin:" + env.get("PATH", "")
+    return env
+
+
+def _cannot_run() -> str:
+    if os.geteuid() != 0:
+        return "skipped: setup.sh must run as root (it creates the sandbox user and closes the key to it)"
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        return "skipped: no nvcc (CUDA Toolkit): setup.sh cannot build the harness"
+    missing = [t for t in ("cmake", "useradd", "prlimit", "setpriv", "unshare") if shutil.which(t) is None]
+    if missing:
+        return f"skipped: {', '.join(missing)} not installed"
+    probe = subprocess.run(["python3", "-c", OFFLINE_PROBE, str(ROOT / "grader")], env=_env(Path("/nonexistent")),
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["python3 failed"])[-1]
+        return f"skipped: python3 cannot set up the grader offline ({last})"
+    return ""
+
+
+def _unzip(zip_path: Path, dest: Path) -> None:
+    """Unpacks keeping each file's mode, as unzip does."""
+    with zipfile.ZipFile(zip_path) as z:
+        for info in z.infolist():
+            path = Path(z.extract(info, dest))
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                path.chmod(mode)
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory):
+    """A directory laid out like /autograder, after setup.sh."""
+    reason = _cannot_run()
+    if reason:
+        pytest.skip(reason)
+    # The zip holds the key: it stays in pytest's own directory (mode 0700).
+    zip_path = autograder_bundle(ROOT, tmp_path_factory.mktemp("zip") / "autograder.zip")
+    # Not under pytest's directory: the sandbox user must reach source/.
+    base = Path(tempfile.mkdtemp(prefix="tilelab-autograder-"))
+    base.chmod(0o755)
+    try:
+        _unzip(zip_path, base / "source")
+        shutil.copy2(base / "source" / "run_autograder", base / "run_autograder")  # as Gradescope does
+        setup = subprocess.run(["bash", "setup.sh"], cwd=base / "source", env=_env(base), capture_output=True,
+                               text=True, timeout=1800)
+        assert setup.returncode == 0, f"setup.sh failed:\n{setup.stdout}\n{setup.stderr}"
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run_autograder(base: Path, files=()) -> tuple:
+    """run_autograder on a hand-in of `files`; its output and results.json (checked against the spec)."""
+    submission, results = base / "submission", base / "results"
+    for d in (submission, results):
+        shutil.rmtree(d, ignore_errors=True)
+    submission.mkdir()
+    for f in files:
+        shutil.copy(f, submission / f.name)
+    done = subprocess.run([str(base / "run_autograder")], cwd=base, env=_env(base), capture_output=True,
+                          text=True, timeout=1800)
+    said = f"run_autograder said:\n{done.stdout}\n{done.stderr}"
+    path = results / "results.json"
+    assert path.is_file(), f"no results.json; {said}"
+    doc = json.loads(path.read_text())
+    check_spec(doc)
+    return done, doc, said
+
+
+@pytest.fixture(scope="module")
+def assignment():
+    return load_assignment(ROOT / "assignment.yaml")
+
+
+@pytest.fixture(scope="module")
+def graded_solutions(autograder):
+    """The reference solutions and their answers, graded by run_autograder."""
+    files = sorted((ROOT / "solutions").glob("*.cu")) + [ROOT / "solutions" / "answers.yaml"]
+    done, doc, said = run_autograder(autograder, files)
+    assert done.returncode == 0, said
+    grade = json.loads((autograder / "results" / "grade.json").read_text())
+    return doc, grade, done.stdout
+
+
+def test_setup_makes_the_sandbox_user_and_closes_the_key_to_it(autograder):
+    source = autograder / "source"
+    for secret in (source / "key", source / "key" / "answers.yaml", source / "assignment.yaml"):
+        assert secret.stat().st_mode & 0o007 == 0, f"{secret} is open to others"
+    sandbox = sandbox_for_this_process()
+    assert sandbox.switches_user
+    assert not sandbox.can_read(source / "key" / "answers.yaml")
+    assert not sandbox.can_read(source / "assignment.yaml")
+    for needed in ("grader/harness/part_main.cu", "include/tilelab/part.h", "build/bin/tilelab-verify"):
+        assert sandbox.can_read(source / needed), f"the sandbox user cannot read {needed}"
+    assert (source / ".venv" / "bin" / "tilelab").exists()
+    assert not (source / "solutions").exists()
+
+
+def test_the_reference_solutions_build_and_the_gpu_stages_say_why_they_did_not_run(graded_solutions, assignment):
+    doc, grade, stdout = graded_solutions
+    builds = [t for t in doc["tests"] if t["name"].endswith(": build")]
+    assert [t["name"] for t in builds] == [f"{p.title}: build" for p in assignment.parts]
+    assert all(t["status"] == "passed" for t in builds), [t["output"] for t in builds if t["status"] != "passed"]
+    parts = {p["id"]: p for p in grade["parts"]}
+    assert set(parts) == {p.id for p in assignment.parts}
+    if grade["gpu"] is None:
+        assert "no CUDA device" in stdout
+        for part in parts.values():
+            for stage in GPU_STAGES:
+                st = part["stages"][stage]
+                assert st["status"] == "not_run" and "no CUDA device" in st["summary"], (part["id"], stage, st)
+        publics = [t for t in doc["tests"] if ": public cases" in t["name"]]
+        assert len(publics) == len(assignment.parts)
+        assert all(t["score"] == 0 and "not run" in t["output"] for t in publics)
+    else:  # a GPU machine: the reference solutions must also be right
+        assert all(p["stages"]["correctness"]["status"] == "passed" for p in parts.values())
+
+
+def test_the_questions_get_every_automatic_point_from_the_key_in_the_zip(graded_solutions, assignment):
+    doc, _, _ = graded_solutions
+    questions = [t for t in doc["tests"] if "questions" in t.get("tags", [])]
+    assert [t["name"] for t in questions] == [f"Question {q.id}" for q in assignment.questions]
+    auto = [t for t in questions if "manual" not in t["tags"]]
+    assert len(auto) == sum(q.kind != "text" for q in assignment.questions) > 0
+    for t in auto:
+        assert t["max_score"] > 0 and t["score"] == t["max_score"], t
+    assert all(t["status"] == "passed" for t in questions)  # the written answers are collected for a TA
+
+
+def test_no_visible_test_names_a_hidden_case(graded_solutions, assignment):
+    doc, _, _ = graded_solutions
+    visible = [t for t in doc["tests"] if t["visibility"] == "visible"]
+    public_names = {c.name for p in assignment.parts for c in p.cases["public"]}
+
+    def named(name: str, text: str) -> bool:
+        return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text) is not None
+
+    for part in assignment.parts:
+        hidden = [c.name for c in part.cases["hidden"]]
+        assert hidden
+        tests = [t for t in visible if part.id in t.get("tags", [])]
+        assert tests
+        for t in tests:
+            shown = [n for n in hidden if named(n, t["name"] + "\n" + t["output"])]
+            assert not shown, f"{t['name']} names hidden cases {shown}"
+    # Text about no part in particular may name a public case of any part, never a hidden one.
+    hidden_only = {c.name for p in assignment.parts for c in p.cases["hidden"]} - public_names
+    general = doc["output"] + "".join(t["output"] for t in visible if not set(t.get("tags", [])) & {
+        p.id for p in assignment.parts})
+    assert not [n for n in hidden_only if named(n, general)]
+
+
+def test_an_empty_hand_in_still_gets_valid_results(autograder, assignment):
+    done, doc, said = run_autograder(autograder)
+    assert done.returncode == 0, said
+    builds = [t for t in doc["tests"] if t["name"].endswith(": build")]
+    assert len(builds) == len(assignment.parts)
+    assert all(t["status"] == "failed" and "is missing" in t["output"] for t in builds)
+    assert doc["score"] == 0
+
+
+def test_without_the_grader_run_autograder_writes_the_fallback_results(autograder):
+    venv, away = autograder / "source" / ".venv", autograder / "source" / ".venv-away"
+    venv.rename(away)
+    try:
+        done, doc, said = run_autograder(autograder, [ROOT / "solutions" / "naive.cu"])
+    finally:
+        away.rename(venv)
+    assert done.returncode != 0, said
+    assert "wrote no results.json" in done.stdout
+    assert doc["score"] == 0
+    assert doc["tests"][0]["name"] == "Autograder error" and doc["tests"][0]["visibility"] == "visible"
+    assert doc["tests"][1]["visibility"] == "hidden" and "exit status 127" in doc["tests"][1]["output"]
