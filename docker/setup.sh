@@ -21,6 +21,7 @@
 #                            setuptools >= 70.1 (or an older one with wheel),
 #                            and the grader is installed from ./grader alone.
 set -euo pipefail
+umask 022  # what the venv and the build write must be readable by the sandbox user
 root=${TILELAB_AUTOGRADER_ROOT:-/autograder}
 user=${TILELAB_SANDBOX_USER:-tilelab-student}
 offline=${TILELAB_OFFLINE:-0}
@@ -78,6 +79,16 @@ step_project() {
       "make one with \`tilelab dist autograder\`" >&2
     exit 1
   fi
+  # Student code (as $user) must read the harness sources and the build,
+  # and must not change them, nor read the key or the full assignment (its
+  # hidden cases): the grader checks this before every grading. The zip's
+  # own modes are not trusted, since they depend on how it was unpacked.
+  # This comes before the build, which closes what it writes that lists the
+  # hidden cases (build/assignment.json).
+  chmod -R a+rX,go-w .
+  chmod -R o-rwx key
+  chmod o-rwx assignment.yaml
+
   if [ "$offline" = 1 ]; then
     .venv/bin/python -m pip install --quiet --no-index --no-deps --no-build-isolation ./grader
   else
@@ -92,13 +103,6 @@ step_project() {
   cmake -S . -B build -DTILELAB_BUILD_TESTS=OFF -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
   cmake --build build -j "$(nproc)"
 
-  # Student code (as $user) must read the harness sources and the build,
-  # and must not change them, nor read the key or the full assignment (its
-  # hidden cases): the grader checks this before every grading. The zip's
-  # own modes are not trusted, since they depend on how it was unpacked.
-  chmod -R a+rX,go-w .
-  chmod -R o-rwx key
-  chmod o-rwx assignment.yaml
   # Gradescope's layout; the results are the grader's alone.
   mkdir -p "$root/submission"
   install -d -m 0700 "$root/results"

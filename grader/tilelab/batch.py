@@ -35,20 +35,21 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from .assignment import Assignment, AssignmentError, load_assignment
 from .gpu_lock import GpuLock
-from .gradescope import error_results, results_json, write_results
+from .gradescope import error_results
 from .paths import ASSIGNMENT_FILE
 from .sandbox import Sandbox, SandboxError, sandbox_for_this_process
 
 DONE_FILE = ".done"
 GRADEBOOK_FILE = "gradebook.csv"
 SLURM_LOGS = "slurm-logs"
+# Where docker/Dockerfile installs the grader; the image sets TILELAB_ROOT beside it.
+IMAGE_TILELAB = "/autograder/source/.venv/bin/tilelab"
 DEFAULT_JOBS = 2
 # A student id becomes a directory name, a CSV cell and a word in a shell
 # script: letters, digits and . _ + @ - only, not starting with a dot or a
@@ -290,11 +291,10 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
 
 def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: dict,
                progress: Callable[[str], None]) -> Row:
-    """One grading as `tilelab grade` does it (grading_run.run_grading), with
-    the worker's sandbox and GPU lock: every output, and results.json in its
-    autograder-error form when the grader itself fails."""
-    from .grade import GradeOptions, grade, write_detailed_json
-    from .report import write_reports
+    """One grading through grading_run.run_grading (what `tilelab grade` does),
+    with the worker's sandbox and GPU lock: every output, and results.json in
+    its autograder-error form when the grader itself fails."""
+    from .grading_run import EXIT_GRADED, run_grading
 
     clock = time.monotonic()
     # What an interrupted or failed earlier grading left must not mix with this one.
@@ -302,21 +302,12 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
         out.unlink()
     elif out.exists():
         shutil.rmtree(out)
-    out.mkdir(parents=True)
-    results_path = out / "results.json"
-    try:
-        opt = GradeOptions(root=ctx["root"], build_dir=ctx["build_dir"], out_dir=out, mode="grade", seed=seed,
-                           answer_key=ctx["answer_key"], gpu_lock=worker.gpu_lock, sandbox=worker.sandbox,
-                           jobs=ctx["build_jobs"], progress=progress)
-        result = grade(student.path, opt)
-        write_results(results_json(result, ctx["assignment"]), results_path)
-        write_detailed_json(result, out / "grade.json")
-        write_reports(result, out, audience="student")
-        write_reports(result, out / "staff", audience="staff")
-    except BaseException as exc:  # noqa: BLE001 - whatever went wrong, the student's results.json must exist
-        write_results(error_results(traceback.format_exc()), results_path)
+    outcome = run_grading(student.path, root=ctx["root"], build_dir=str(ctx["build_dir"]), out_dir=out, seed=seed,
+                       answer_key=ctx["answer_key"], echo=progress, gpu_lock=worker.gpu_lock,
+                       sandbox=worker.sandbox, jobs=ctx["build_jobs"])
+    if outcome.code != EXIT_GRADED:
         return Row(student.name, GRADER_ERROR, seed=seed, seconds=round(time.monotonic() - clock, 1),
-                   detail=f"{type(exc).__name__}: {exc}")
+                   detail=outcome.error or "the grader failed")
     # The build trees of a grading that did not switch users: a class of them
     # is gigabytes, and staff/logs keeps what a TA needs.
     shutil.rmtree(out / "work", ignore_errors=True)
@@ -565,7 +556,8 @@ def run_batch(
 
     book()
     total = todo.qsize()
-    where = ", ".join(w.label for w in workers) if gpus else f"{len(workers)} workers, no GPU (GPU stages not run)"
+    where = (", ".join(w.label for w in workers) if gpus else
+             f"{len(workers)} worker{'s' if len(workers) != 1 else ''}, no GPU (GPU stages not run)")
     log(f"tilelab batch: {total} to grade, {resumed} already graded, on {where}")
 
     finished: "queue.Queue" = queue.Queue()
@@ -704,20 +696,27 @@ def write_slurm(class_dir: Path, out_dir: Path, script: Path, *, root: Path, ima
 #                tilelab batch {class_dir} --out {out_dir} --gradebook-only
 # Regrade one student: sbatch --array=<its line number - 1> {script}
 #
-# Each task runs apptainer (or singularity) exec --nv on {uri}
-# with only that student's submission (read-only) and results directory bound:
-# no task sees another student's files. --contain keeps the host's home and
-# /tmp out of the container, since the grader runs student code as the user who
-# submitted this job. Each task measures its GPU's ceilings once (under two
-# minutes). A docker:// image is converted to a SIF file by every task:
-# for a large class, `apptainer pull tilelab.sif {uri}` once, on
-# shared storage, and write the script again with --image /path/to/tilelab.sif.
+# Each task runs `apptainer (or singularity) exec --nv` on {uri},
+# binding only that student's submission (read-only) and results directory:
+# no task sees another student's files.
+#   --fakeroot  the grader must be root in the container: the image keeps the
+#               answer key and the hidden cases from everyone but root, and
+#               runs student code as its unprivileged user (tilelab-student).
+#               This needs subordinate user ids for you on the nodes
+#               (/etc/subuid; ask the cluster's admins); without them every
+#               task ends in a grader error saying that user cannot be used.
+#   --contain   the host's home and /tmp stay outside; the container's /tmp
+#               (the builds) is a fresh directory under $TMPDIR, removed after.
+# Each task measures its GPU's ceilings once (the measurement is limited to
+# two minutes). A docker:// image is converted to a SIF file by every task:
+# for a large class, `apptainer pull tilelab.sif {uri}` once, on shared
+# storage, and write this script again with --image /path/to/tilelab.sif.
 # {"Every task uses seed " + str(seed) + ", so a regrade reproduces the correctness verdicts."
    if seed is not None else "Each task draws a fresh seed, recorded in its grade.json and in the gradebook."}
 # The time limit is every time limit of assignment.yaml added up (no grading
 # can take longer); cpus and memory are defaults to adjust to the cluster.
-# TILELAB (default: tilelab) is the grader's command inside the image, e.g.
-#   TILELAB="/autograder/source/.venv/bin/tilelab --root /autograder/source" sbatch {script}
+# TILELAB is the grader's command inside the image (default: where
+# docker/Dockerfile installs it), e.g. TILELAB="tilelab --root /src" sbatch {script}
 #SBATCH --job-name=tilelab-{assignment.name}
 #SBATCH --array=0-{len(names) - 1}
 #SBATCH --gres=gpu:1
@@ -731,7 +730,7 @@ class_dir={q(str(class_dir))}
 out_dir={q(str(out_dir))}
 students={q(str(student_list))}
 image={q(uri)}
-tilelab=${{TILELAB:-tilelab}}
+tilelab=${{TILELAB:-{IMAGE_TILELAB}}}
 
 if [ -z "${{SLURM_ARRAY_TASK_ID:-}}" ]; then
   echo "submit this script with sbatch: SLURM_ARRAY_TASK_ID is not set" >&2
@@ -751,9 +750,11 @@ else
   exit 2
 fi
 mkdir -p "$out_dir/$student"
+workdir=$(mktemp -d "${{TMPDIR:-/tmp}}/tilelab-$student-XXXXXX")
+trap 'rm -rf "$workdir" 2>/dev/null || true' EXIT
 echo "task $SLURM_ARRAY_TASK_ID: grading $student on $(hostname), CUDA_VISIBLE_DEVICES=${{CUDA_VISIBLE_DEVICES:-}}"
 # $tilelab is unquoted on purpose: it may be a command with arguments.
-exec "$runtime" exec --nv --contain \\
+"$runtime" exec --nv --fakeroot --contain --workdir "$workdir" \\
   --bind "$class_dir/$student:$class_dir/$student:ro" \\
   --bind "$out_dir/$student:$out_dir/$student" \\
   "$image" $tilelab grade "$class_dir/$student" --out "$out_dir/$student"{seed_args}

@@ -92,10 +92,10 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 
     root = _root(ctx.obj["root"])
     out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-results"
-    code = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
-                       parts=parts, sanitizers=not no_sanitizers, echo=click.echo,
-                       answer_key=Path(answer_key).resolve() if answer_key else None)
-    sys.exit(code)
+    outcome = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
+                          parts=parts, sanitizers=not no_sanitizers, echo=click.echo,
+                          answer_key=Path(answer_key).resolve() if answer_key else None)
+    sys.exit(outcome.code)
 
 
 @main.command()

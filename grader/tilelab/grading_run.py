@@ -10,6 +10,7 @@ reports it.
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -19,6 +20,12 @@ from .paths import ASSIGNMENT_FILE
 
 EXIT_GRADED = 0
 EXIT_GRADER_ERROR = 2
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int  # EXIT_GRADED or EXIT_GRADER_ERROR: the command's exit status
+    error: Optional[str] = None  # what failed in the grader, if it did
 
 
 def run_grading(
@@ -32,7 +39,9 @@ def run_grading(
     sanitizers: bool = True,
     echo: Callable[[str], None] = print,
     answer_key: Optional[Path] = None,
-) -> int:
+    **options,
+) -> "Outcome":
+    """`options` go to GradeOptions as they are (sandbox, gpu_lock, jobs... for batch grading)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.json"
     try:
@@ -42,7 +51,8 @@ def run_grading(
         assignment = load_assignment(root / ASSIGNMENT_FILE)
         build = Path(build_dir).resolve() if build_dir else root / "build"
         opt = GradeOptions(root=root, build_dir=build, out_dir=out_dir, mode="grade", seed=seed, parts=parts,
-                           sanitizers=sanitizers, answer_key=answer_key, progress=lambda m: echo(f"... {m}"))
+                           sanitizers=sanitizers, answer_key=answer_key, progress=lambda m: echo(f"... {m}"),
+                           **options)
         result = grade(submission, opt)
         write_results(results_json(result, assignment), results_path)
         write_detailed_json(result, out_dir / "grade.json")
@@ -54,9 +64,9 @@ def run_grading(
             raise
         echo(f"tilelab grade: the grader failed ({type(exc).__name__}: {exc}); "
              f"{results_path} reports an autograder error")
-        return EXIT_GRADER_ERROR
+        return Outcome(EXIT_GRADER_ERROR, f"{type(exc).__name__}: {exc}")
     if result.gpu is None:
         echo("no CUDA device: the GPU stages did not run and scored nothing")
     echo(f"score {result.score:.2f} / {result.max_score:.2f} in {result.seconds:.1f} s; "
          f"wrote {results_path}, {out_dir / 'report.md'}, {out_dir / 'report.html'}, {out_dir / 'grade.json'}")
-    return EXIT_GRADED
+    return Outcome(EXIT_GRADED)

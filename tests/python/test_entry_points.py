@@ -132,14 +132,34 @@ def graded_solutions(autograder):
     return doc, grade, done.stdout
 
 
-def test_setup_makes_the_sandbox_user_and_closes_the_key_to_it(autograder):
+def _open_to_others(top: Path):
+    """Files under `top` that any user can read (through directories any user can enter)."""
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if os.stat(os.path.join(dirpath, d)).st_mode & 0o001]
+        for name in filenames:
+            path = Path(dirpath) / name
+            if not path.is_symlink() and path.stat().st_mode & 0o004:
+                yield path
+
+
+def test_setup_makes_the_sandbox_user_and_closes_the_key_to_it(autograder, assignment):
     source = autograder / "source"
     for secret in (source / "key", source / "key" / "answers.yaml", source / "assignment.yaml"):
         assert secret.stat().st_mode & 0o007 == 0, f"{secret} is open to others"
     sandbox = sandbox_for_this_process()
     assert sandbox.switches_user
-    assert not sandbox.can_read(source / "key" / "answers.yaml")
-    assert not sandbox.can_read(source / "assignment.yaml")
+    for secret in ("key/answers.yaml", "assignment.yaml", "build/assignment.json"):
+        assert not sandbox.can_read(source / secret), f"the sandbox user can read {secret}"
+    # Nothing else that others can read names a hidden case (the longer
+    # names only, which cannot turn up in a binary by chance).
+    seen_elsewhere = {c.name for p in assignment.parts for s in ("public", "timing", "memcheck", "racecheck")
+                      for c in p.cases[s]}
+    hidden = {c.name.encode() for p in assignment.parts for c in p.cases["hidden"]
+              if c.name not in seen_elsewhere and len(c.name) >= 8}
+    assert hidden
+    leaks = [(str(f.relative_to(source)), n.decode()) for f in _open_to_others(source) for n in hidden
+             if n in f.read_bytes()]
+    assert not leaks, f"readable by others: {leaks}"
     for needed in ("grader/harness/part_main.cu", "include/tilelab/part.h", "build/bin/tilelab-verify"):
         assert sandbox.can_read(source / needed), f"the sandbox user cannot read {needed}"
     assert (source / ".venv" / "bin" / "tilelab").exists()
@@ -179,17 +199,22 @@ def test_the_questions_get_every_automatic_point_from_the_key_in_the_zip(graded_
 
 def test_no_visible_test_names_a_hidden_case(graded_solutions, assignment):
     doc, _, _ = graded_solutions
-    visible = [t for t in doc["tests"] if t["visibility"] == "visible"]
-    public_names = {c.name for p in assignment.parts for c in p.cases["public"]}
+    # Everything a student sees at some time: tests shown after publication too.
+    visible = [t for t in doc["tests"] if t["visibility"] != "hidden"]
+    public_names = {c.name for p in assignment.parts for s in ("public", "timing", "memcheck", "racecheck")
+                    for c in p.cases[s]}
 
     def named(name: str, text: str) -> bool:
         return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text) is not None
 
     for part in assignment.parts:
-        hidden = [c.name for c in part.cases["hidden"]]
+        own = {c.name for s in ("public", "timing", "memcheck", "racecheck") for c in part.cases[s]}
+        hidden = [c.name for c in part.cases["hidden"] if c.name not in own]
         assert hidden
         tests = [t for t in visible if part.id in t.get("tags", [])]
-        assert tests
+        # The text looked at does name cases: the public ones, each of them.
+        public = next(t for t in tests if ": public cases" in t["name"])
+        assert all(named(c.name, public["output"]) for c in part.cases["public"])
         for t in tests:
             shown = [n for n in hidden if named(n, t["name"] + "\n" + t["output"])]
             assert not shown, f"{t['name']} names hidden cases {shown}"

@@ -21,8 +21,9 @@ def build_dir() -> Path:
 
 
 def grade(root, submission: Path, out: Path, parts=()) -> dict:
-    code = run_grading(submission, root=root, build_dir=str(build_dir()), out_dir=out, parts=parts, echo=lambda m: None)
-    assert code == EXIT_GRADED
+    outcome = run_grading(submission, root=root, build_dir=str(build_dir()), out_dir=out, parts=parts,
+                          echo=lambda m: None)
+    assert outcome.code == EXIT_GRADED
     doc = json.loads((out / "results.json").read_text())
     check_spec(doc)
     return doc
@@ -35,9 +36,9 @@ def build_test(doc: dict, title_start: str) -> dict:
 def test_a_grader_failure_still_writes_valid_results(root, tmp_path):
     empty_build = tmp_path / "not-a-build"
     empty_build.mkdir()
-    code = run_grading(root / "solutions", root=root, build_dir=str(empty_build), out_dir=tmp_path / "out",
-                       echo=lambda m: None)
-    assert code == EXIT_GRADER_ERROR
+    outcome = run_grading(root / "solutions", root=root, build_dir=str(empty_build), out_dir=tmp_path / "out",
+                          echo=lambda m: None)
+    assert outcome.code == EXIT_GRADER_ERROR and "tilelab-verify is missing" in outcome.error
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     check_spec(doc)
     assert doc["tests"][0]["name"] == "Autograder error" and doc["tests"][0]["visibility"] == "visible"

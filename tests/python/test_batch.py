@@ -1,0 +1,370 @@
+"""`tilelab batch`: a small class graded for real (without a GPU here, so the
+GPU stages are not run; static checks, builds and questions are), its
+gradebook, resuming, seeds, refused names, grader failures, the Slurm script
+and collecting a gradebook from results already written."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import tilelab.grade
+from test_gradescope import check_spec
+from tilelab import batch
+from tilelab.batch import GRADED, GRADER_ERROR, BatchError, run_batch
+from tilelab.cli import main
+from tilelab.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBMISSIONS = ROOT / "tests" / "submissions"
+HEADER = ["student", "total", "max", "naive", "tiled", "boundary", "rectangular", "dynamic_smem", "questions",
+          "seed", "status", "seconds"]
+OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".done")
+
+
+def build_dir() -> Path:
+    path = os.environ.get("TILELAB_BUILD_DIR")
+    if not path or not (Path(path) / "bin" / "tilelab-verify").exists():
+        pytest.skip("skipped: needs a built project (run through ctest)")
+    return Path(path)
+
+
+def grade_class(class_dir: Path, out: Path, **options) -> tuple:
+    """(summary, progress lines) of one batch run."""
+    lines = []
+    # Sandbox(): grade as this process's user. The class and its results live
+    # in pytest's private temp dir, and what is tested here is the batch, not
+    # the sandbox user's permissions (the sandbox is tested elsewhere).
+    summary = run_batch(class_dir, root=ROOT, build_dir=build_dir(), out_dir=out, sandbox=Sandbox(), live=False,
+                        log=lines.append, **options)
+    return summary, lines
+
+
+def student(class_dir: Path, name: str, *sources: Path) -> Path:
+    """A hand-in as a student hands it in: the files only, no expected.yaml."""
+    d = class_dir / name
+    d.mkdir(parents=True)
+    for src in sources:
+        for f in ([src] if src.is_file() else sorted(src.iterdir())):
+            if f.name != "expected.yaml":
+                shutil.copy(f, d / f.name)
+    return d
+
+
+def read_book(out: Path) -> list:
+    with (out / "gradebook.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == HEADER
+    return [dict(zip(HEADER, r)) for r in rows[1:]]
+
+
+def mtimes(out: Path, names) -> dict:
+    return {n: (out / n / "results.json").stat().st_mtime_ns for n in names}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """alice: a correct naive part and every answer right; bob: a naive part
+    that does not compile; carol: an empty directory."""
+    build_dir()
+    base = tmp_path_factory.mktemp("class")
+    class_dir = base / "class"
+    student(class_dir, "alice", SUBMISSIONS / "good-naive-32x8", SUBMISSIONS / "answers-all-correct")
+    student(class_dir, "bob", SUBMISSIONS / "naive-compile-error")
+    student(class_dir, "carol")
+    summary, lines = grade_class(class_dir, base / "out")
+    return class_dir, base / "out", summary, lines
+
+
+def test_every_student_gets_every_output_and_a_row(graded):
+    class_dir, out, summary, lines = graded
+    assert (summary.graded, summary.resumed, summary.errors, summary.skipped) == (3, 0, 0, 0) and summary.ok
+    assert summary.line().startswith("3 graded in ") and "per submission" in summary.line()
+    assert sum(line.startswith("[") and "/3] " in line for line in lines) == 3
+    book = read_book(out)
+    assert [r["student"] for r in book] == ["alice", "bob", "carol"]
+    for row in book:
+        d = out / row["student"]
+        assert all((d / name).exists() for name in OUTPUTS) and (d / "staff" / "report.md").is_file()
+        assert not (d / "work").exists()
+        check_spec(json.loads((d / "results.json").read_text()))
+        detail = json.loads((d / "grade.json").read_text())
+        assert row["status"] == GRADED
+        assert float(row["total"]) == pytest.approx(detail["score"])
+        assert float(row["max"]) == pytest.approx(detail["max_score"])
+        assert int(row["seed"]) == detail["seed"]
+        parts = sum(float(row[p]) for p in HEADER[3:8])
+        assert float(row["total"]) == pytest.approx(parts + float(row["questions"]))
+        assert float(row["seconds"]) > 0
+    stages = {r["student"]: json.loads((out / r["student"] / "grade.json").read_text())["parts"][0]["stages"]
+              for r in book}
+    assert stages["alice"]["build"]["status"] == "passed"
+    assert stages["bob"]["build"]["status"] == "failed"
+    assert stages["carol"]["static"]["status"] == "failed"
+    by_name = {r["student"]: r for r in book}
+    assert float(by_name["alice"]["questions"]) > 0 and float(by_name["carol"]["questions"]) == 0
+    # No --seed: each submission its own fresh seed.
+    assert len({r["seed"] for r in book}) == 3
+
+
+def test_a_rerun_grades_nothing_and_a_missing_marker_regrades_only_that_one(graded, tmp_path):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    shutil.copytree(graded[0], class_dir, symlinks=True)
+    shutil.copytree(graded[1], out, symlinks=True)
+    before = mtimes(out, ["alice", "bob", "carol"])
+    book_before = read_book(out)
+
+    summary, _ = grade_class(class_dir, out)
+    assert (summary.graded, summary.resumed) == (0, 3) and summary.ok
+    assert mtimes(out, ["alice", "bob", "carol"]) == before
+    assert read_book(out) == book_before
+
+    (out / "bob" / ".done").unlink()  # as if interrupted before the marker
+    summary, lines = grade_class(class_dir, out)
+    assert (summary.graded, summary.resumed) == (1, 2)
+    assert [line for line in lines if line.startswith("[")] == [lines[-1]] and "bob" in lines[-1]
+    after = mtimes(out, ["alice", "bob", "carol"])
+    assert after["alice"] == before["alice"] and after["carol"] == before["carol"] and after["bob"] != before["bob"]
+    assert [r["status"] for r in read_book(out)] == [GRADED] * 3
+
+    (class_dir / "carol" / "notes.txt").write_text("handed in late\n")  # the submission changed
+    summary, _ = grade_class(class_dir, out)
+    assert (summary.graded, summary.resumed) == (1, 2)
+    assert mtimes(out, ["alice", "carol"])["alice"] == before["alice"]
+
+
+def test_one_seed_for_every_submission_and_every_rerun(tmp_path):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    for name in ("ann", "ben"):
+        student(class_dir, name)
+    summary, _ = grade_class(class_dir, out, seed=123)
+    assert summary.graded == 2
+    assert [r["seed"] for r in read_book(out)] == ["123", "123"]
+    assert [json.loads((out / n / "grade.json").read_text())["seed"] for n in ("ann", "ben")] == [123, 123]
+    verdicts = {n: [(t["name"], t["status"], t["score"]) for t in json.loads((out / n / "results.json").read_text())["tests"]]
+                for n in ("ann", "ben")}
+
+    assert grade_class(class_dir, out, seed=123)[0].graded == 0  # same inputs: nothing to do
+    assert grade_class(class_dir, out)[0].graded == 0  # no seed asked for: the recorded one stands
+    summary, _ = grade_class(class_dir, out, seed=124)  # another seed: graded again
+    assert summary.graded == 2 and [r["seed"] for r in read_book(out)] == ["124", "124"]
+    summary, _ = grade_class(class_dir, out, seed=123, force=True)
+    assert summary.graded == 2
+    again = {n: [(t["name"], t["status"], t["score"]) for t in json.loads((out / n / "results.json").read_text())["tests"]]
+             for n in ("ann", "ben")}
+    assert again == verdicts
+
+
+def test_unsafe_names_are_refused_with_a_reason_and_the_rest_graded(tmp_path):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    names = ["ok.student-1", "bad name", ".hidden", "-rf", "gradebook.csv", "naïve", "=cmd()"]
+    for name in names:
+        (class_dir / name).mkdir(parents=True)
+    (class_dir / "submission_metadata.yml").write_text("not a student\n")
+    summary, lines = grade_class(class_dir, out)
+    assert (summary.graded, summary.skipped) == (1, 6) and summary.ok
+    book = read_book(out)
+    assert [r["student"] for r in book] == ["'-rf", ".hidden", "'=cmd()", "bad name", "gradebook.csv", "naïve",
+                                            "ok.student-1"]
+    for row in book:
+        if row["student"] == "ok.student-1":
+            assert row["status"] == GRADED
+        else:
+            assert row["status"].startswith("skipped: ") and row["total"] == row["seed"] == ""
+    assert "unsafe directory name" in next(r["status"] for r in book if r["student"] == "bad name")
+    assert "its own files" in next(r["status"] for r in book if r["student"] == "gradebook.csv")
+    assert sum("skipped: " in line for line in lines) == 6
+    assert sorted(p.name for p in out.iterdir()) == ["gradebook.csv", "ok.student-1"]
+
+
+def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path, monkeypatch):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    for name in ("amy", "bob"):
+        student(class_dir, name)
+    real_grade = tilelab.grade.grade
+
+    def crashes_on_bob(submission, opt):
+        if submission.name == "bob":
+            raise RuntimeError("the grader tripped over bob")
+        return real_grade(submission, opt)
+
+    monkeypatch.setattr(tilelab.grade, "grade", crashes_on_bob)
+    summary, lines = grade_class(class_dir, out, seed=5)
+    assert (summary.graded, summary.errors) == (1, 1) and not summary.ok
+    book = {r["student"]: r for r in read_book(out)}
+    assert book["amy"]["status"] == GRADED
+    assert book["bob"]["status"] == GRADER_ERROR and book["bob"]["seed"] == "5" and book["bob"]["total"] == ""
+    doc = json.loads((out / "bob" / "results.json").read_text())
+    check_spec(doc)
+    assert doc["tests"][0]["name"] == "Autograder error" and "tripped over bob" in doc["tests"][1]["output"]
+    assert not (out / "bob" / ".done").exists()
+    assert any("grader error (RuntimeError: the grader tripped over bob)" in line for line in lines)
+
+    monkeypatch.setattr(tilelab.grade, "grade", real_grade)
+    summary, _ = grade_class(class_dir, out, seed=5)
+    assert (summary.graded, summary.resumed, summary.errors) == (1, 1, 0) and summary.ok
+    assert [r["status"] for r in read_book(out)] == [GRADED, GRADED]
+
+
+def test_gradebook_only_rebuilds_the_csv_from_results(graded, tmp_path):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    shutil.copytree(graded[0], class_dir, symlinks=True)
+    shutil.copytree(graded[1], out, symlinks=True)
+    original = read_book(out)
+    (out / "gradebook.csv").unlink()
+    for name in ("alice", "bob", "carol"):
+        (out / name / ".done").unlink()  # results as a Slurm task leaves them: no marker
+    (class_dir / "dave").mkdir()  # not graded yet
+    result = CliRunner().invoke(main, ["--root", str(ROOT), "batch", str(class_dir), "--out", str(out),
+                                       "--gradebook-only"])
+    assert result.exit_code == 0, result.output
+    assert "3 graded, 0 grader errors, 1 without results" in result.output
+    book = read_book(out)
+    assert [r["student"] for r in book] == ["alice", "bob", "carol", "dave"]
+    for old, new in zip(original, book):
+        assert {k: v for k, v in old.items() if k != "seconds"} == {k: v for k, v in new.items() if k != "seconds"}
+    assert book[3]["status"] == "skipped: not graded (no results.json)"
+
+
+def test_gradebook_only_counts_grader_errors(tmp_path):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    (class_dir / "eve").mkdir(parents=True)
+    (out / "eve").mkdir(parents=True)
+    (out / "eve" / "results.json").write_text(json.dumps(batch.error_results("Traceback ...")))
+    summary = batch.gradebook_only(class_dir, out, root=ROOT)
+    assert [r.status for r in summary.rows] == [GRADER_ERROR] and not summary.ok
+
+
+def _slurm(tmp_path: Path, *extra: str):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    for name in ("alice", "bob", "bad name", "carol"):
+        (class_dir / name).mkdir(parents=True)
+    script = tmp_path / "jobs" / "grade.sbatch"
+    result = CliRunner().invoke(main, ["--root", str(ROOT), "batch", str(class_dir), "--out", str(out),
+                                       "--slurm", str(script), *extra])
+    return class_dir, out, script, result
+
+
+def test_slurm_writes_an_array_script_and_its_student_list(tmp_path):
+    class_dir, out, script, result = _slurm(tmp_path, "--image", "ghcr.io/course/tilelab:2026", "--seed", "7")
+    assert result.exit_code == 0, result.output
+    assert "'bad name': skipped: unsafe directory name" in result.output
+    text = script.read_text()
+    directives = dict(line.removeprefix("#SBATCH ").split("=", 1) for line in text.splitlines()
+                      if line.startswith("#SBATCH "))
+    assert directives["--array"] == "0-2"
+    assert directives["--gres"] == "gpu:1"
+    hours, minutes, seconds = map(int, directives["--time"].split(":"))
+    assert hours * 3600 + minutes * 60 + seconds >= batch.slurm_time_limit(batch.load_assignment(ROOT / "assignment.yaml"))
+    assert directives["--output"] == f"{out}/slurm-logs/%A_%a.log" and (out / "slurm-logs").is_dir()
+    # Directives count only before the first command.
+    body = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert text.index(body[0]) > text.rindex("#SBATCH")
+    student_list = script.with_name("grade.students.txt")
+    assert student_list.read_text().splitlines() == ["alice", "bob", "carol"]
+    assert f"tilelab batch {class_dir} --out {out} --gradebook-only" in text
+    assert "docker://ghcr.io/course/tilelab:2026" in text
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+    # Each task, run with a stand-in for apptainer that records its arguments.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apptainer").write_text(textwrap.dedent("""\
+        #!/bin/sh
+        printf '%s\\n' "$@" > "$RECORD"
+        """))
+    (bin_dir / "apptainer").chmod(0o755)
+    task_tmp = tmp_path / "node-tmp"
+    task_tmp.mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORD": str(tmp_path / "argv"),
+           "TMPDIR": str(task_tmp)}
+    env.pop("TILELAB", None)
+    for task, name in enumerate(["alice", "bob", "carol"]):
+        run = subprocess.run(["bash", str(script)], env={**env, "SLURM_ARRAY_TASK_ID": str(task)},
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        argv = (tmp_path / "argv").read_text().splitlines()
+        assert argv[:5] == ["exec", "--nv", "--fakeroot", "--contain", "--workdir"]
+        assert Path(argv[5]).parent == task_tmp and Path(argv[5]).name.startswith(f"tilelab-{name}-")
+        assert argv[6:] == [
+            "--bind", f"{class_dir}/{name}:{class_dir}/{name}:ro",
+            "--bind", f"{out}/{name}:{out}/{name}",
+            "docker://ghcr.io/course/tilelab:2026",
+            batch.IMAGE_TILELAB, "grade", f"{class_dir}/{name}", "--out", f"{out}/{name}", "--seed", "7",
+        ]
+        assert (out / name).is_dir()
+    assert list(task_tmp.iterdir()) == []  # each task's /tmp is removed after it
+    run = subprocess.run(["bash", str(script)], env={**env, "SLURM_ARRAY_TASK_ID": "3"}, capture_output=True,
+                         text=True)
+    assert run.returncode == 2 and "has no line 4" in run.stderr
+    run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert run.returncode == 2 and "sbatch" in run.stderr
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                         env={**env, "SLURM_ARRAY_TASK_ID": "0", "TILELAB": "/opt/venv/bin/tilelab --root /opt/src"})
+    assert (tmp_path / "argv").read_text().splitlines()[11:15] == ["/opt/venv/bin/tilelab", "--root", "/opt/src",
+                                                                  "grade"]
+
+
+def test_slurm_without_a_seed_and_with_a_sif_image(tmp_path):
+    class_dir, out, script, result = _slurm(tmp_path, "--image", str(tmp_path / "tilelab.sif"))
+    assert result.exit_code == 0, result.output
+    text = script.read_text()
+    assert f"image={tmp_path / 'tilelab.sif'}\n" in text
+    assert "--seed" not in text.splitlines()[-1] and "fresh seed" in text
+
+
+def test_slurm_needs_an_image_and_paths_it_can_write(tmp_path):
+    assert "--slurm needs --image" in _slurm(tmp_path)[3].output
+    class_dir = tmp_path / "my class"
+    (class_dir / "alice").mkdir(parents=True)
+    with pytest.raises(BatchError, match="may not hold spaces"):
+        batch.write_slurm(class_dir, tmp_path / "out", tmp_path / "g.sbatch", root=ROOT, image="x/y:1")
+
+
+def test_results_and_submissions_may_not_contain_each_other(tmp_path):
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    for out in (tmp_path / "class", tmp_path / "class" / "results", tmp_path):
+        with pytest.raises(BatchError, match="must not contain each other"):
+            batch.gradebook_only(tmp_path / "class", out, root=ROOT)
+
+
+def test_gpus_from_cuda_visible_devices_nvidia_smi_or_the_command_line(monkeypatch):
+    assert batch.find_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+    assert batch.find_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,2"}) == ["0"]  # CUDA stops at the first invalid one
+    assert batch.find_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    listing = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n"
+               "  MIG 1g.10gb     Device  0: (UUID: MIG-bbbb)\n"
+               "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-cccc)\n")
+    monkeypatch.setattr(batch.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=listing, stderr=""))
+    assert batch.find_gpus({}) == ["0", "1"]
+
+    def no_driver(*a, **k):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(batch.subprocess, "run", no_driver)
+    assert batch.find_gpus({}) == []
+    assert batch.parse_gpus("0,2") == ["0", "2"]
+    assert batch.parse_gpus("GPU-aaaa") == ["GPU-aaaa"]
+    for bad in ("0,0", "", "0,,1", "0 1"):
+        with pytest.raises(BatchError):
+            batch.parse_gpus(bad)
+
+
+def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
+    base = Sandbox(extra_env={"KEEP": "1"})
+    workers = batch._workers(["0", "2"], 5, base)
+    assert [w.label for w in workers] == ["GPU 0", "GPU 2"]
+    assert [w.sandbox.extra_env for w in workers] == [{"KEEP": "1", "CUDA_VISIBLE_DEVICES": "0"},
+                                                      {"KEEP": "1", "CUDA_VISIBLE_DEVICES": "2"}]
+    assert workers[0].sandbox.env(Path("/tmp"))["CUDA_VISIBLE_DEVICES"] == "0"
+    assert workers[0].gpu_lock is not workers[1].gpu_lock
+    without = batch._workers([], 3, base)
+    assert len(without) == 3 and len({id(w.gpu_lock) for w in without}) == 1
+    assert all(w.sandbox == base for w in without)
