@@ -49,6 +49,16 @@ def compiler_messages(log: str, max_lines: int = MAX_KEPT_LINES) -> str:
     return "\n".join(lines)
 
 
+def _cmake() -> str:
+    """cmake's absolute path: the sandbox's bare PATH may not hold its directory
+    (pip installs it into a venv). CMake then names make and nvcc by absolute
+    path itself, from its cache."""
+    path = shutil.which("cmake")
+    if path is None:
+        raise FileNotFoundError("cmake is not on PATH")
+    return path
+
+
 class SubmissionBuild:
     """A build tree for one hand-in."""
 
@@ -80,7 +90,7 @@ class SubmissionBuild:
         assignment = [f"-DTILELAB_ASSIGNMENT={self.assignment_file}"] if self.assignment_file else []
         done = process.run(
             [
-                "cmake", "-S", self.root, "-B", self.tree,
+                _cmake(), "-S", self.root, "-B", self.tree,
                 f"-DTILELAB_SUBMISSION_DIR={self.sources}",
                 f"-DTILELAB_PREBUILT_HARNESS={self.prebuilt}",
                 "-DCMAKE_BUILD_TYPE=Release",
@@ -145,7 +155,7 @@ class SubmissionBuild:
         # server, and a part that takes forever to compile stops only itself.
         env = self._env() if self.sandbox is not None else dict(os.environ)
         env["MAKEFLAGS"] = ""
-        return process.run(["cmake", "--build", self.tree, "--target", target], timeout_s, env=env,
+        return process.run([_cmake(), "--build", self.tree, "--target", target], timeout_s, env=env,
                            sandbox=self.sandbox)
 
     def _object_file(self, part: Part) -> Path:

@@ -59,8 +59,16 @@ def _cannot_run() -> str:
     missing = [t for t in ("cmake", "useradd", "prlimit", "setpriv", "unshare") if shutil.which(t) is None]
     if missing:
         return f"skipped: {', '.join(missing)} not installed"
-    probe = subprocess.run(["python3", "-c", OFFLINE_PROBE, str(ROOT / "grader")], env=_env(Path("/nonexistent")),
-                           capture_output=True, text=True)
+    # Probe exactly what setup.sh's offline mode does: a venv that sees the
+    # system's packages. (Where python3 is itself a venv, its packages are
+    # not what such a venv sees.)
+    with tempfile.TemporaryDirectory() as scratch:
+        venv = Path(scratch) / "venv"
+        made = subprocess.run(["python3", "-m", "venv", "--system-site-packages", str(venv)],
+                              env=_env(Path("/nonexistent")), capture_output=True, text=True)
+        probe = made if made.returncode != 0 else subprocess.run(
+            [str(venv / "bin" / "python"), "-c", OFFLINE_PROBE, str(ROOT / "grader")],
+            env=_env(Path("/nonexistent")), capture_output=True, text=True)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["python3 failed"])[-1]
         return f"skipped: python3 cannot set up the grader offline ({last})"
