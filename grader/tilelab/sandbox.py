@@ -93,13 +93,17 @@ class Sandbox:
         path.chmod(0o700)
 
     def reclaim(self, path: Path) -> None:
-        """Takes a run's directory back after the run, so nothing left running
-        as the sandbox user can change what the grader is about to read."""
+        """Takes a directory back after the sandbox user worked in it, so
+        nothing left running as that user can change what the grader reads
+        next. The sandbox may still read and run what is there (the harness
+        binaries of a build tree); the unlistable work dir above keeps other
+        gradings from finding it."""
         if self.user is not None and path.exists():
             for p in [path, *path.rglob("*")]:
                 os.chown(p, 0, 0, follow_symlinks=False)
-                if not p.is_symlink():
-                    p.chmod(p.stat().st_mode & 0o755)
+                if p.is_symlink():
+                    continue
+                p.chmod(0o755 if p.is_dir() else p.stat().st_mode & 0o755)
 
     def can_read(self, path: Path) -> bool:
         """Whether sandboxed code could read `path` (for the preflight check)."""
