@@ -26,12 +26,11 @@ import math
 import re
 from pathlib import Path
 
-import jinja2
 import yaml
 
 from .answers import AnswerKeyError, load_key
 from .assignment import CEILINGS, Assignment, Case, Part, Question
-from .report import md_code, md_fence, md_text
+from .report import markdown_environment
 from .roofline import Ceilings
 from .scoring import intensity
 
@@ -397,20 +396,8 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
 # --- rendering ------------------------------------------------------------------------
 
 
-def _environment(root: Path, html: bool) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(root) / HANDOUT_DIR)),
-        autoescape=html,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,  # a misspelt field fails loudly, not as a blank
-    )
-    env.filters["md"] = md_text
-    env.filters["code"] = md_code
-    env.filters["code_cell"] = lambda value: md_code(value, cell=True)
-    env.filters["fence"] = lambda text, info="text": md_fence(str(text).split("\n"), info)
-    return env
+def _environment(root: Path, html: bool):
+    return markdown_environment(Path(root) / HANDOUT_DIR, html)
 
 
 def render_markdown(assignment: Assignment, root: Path, variant: str = "student") -> str:

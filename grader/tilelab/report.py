@@ -197,8 +197,11 @@ def md_code(value, cell: bool = False) -> str:
     return span.replace("|", "\\|") if cell else span
 
 
-def md_fence(lines: list, info: str = "text") -> str:
-    """Lines as a fenced code block whose fence no line can close."""
+def md_fence(lines, info: str = "text") -> str:
+    """Lines (a list, or one string) as a fenced code block whose fence no
+    line can close."""
+    if isinstance(lines, str):
+        lines = lines.split("\n")
     longest = max((len(run) for line in lines for run in re.findall(r"`{3,}", line)), default=0)
     fence = "`" * max(3, longest + 1)
     return "\n".join([fence + info, *lines, fence])
@@ -615,9 +618,11 @@ def _report_view(result: GradeResult, audience: str) -> dict:
 # --- rendering -----------------------------------------------------------------
 
 
-def _environment(html: bool) -> jinja2.Environment:
+def markdown_environment(template_dir: Path, html: bool) -> jinja2.Environment:
+    """Jinja for Markdown and HTML pages (reports and handouts) with the
+    filters that quote untrusted text safely in either."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader(str(template_dir)),
         autoescape=html,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -634,7 +639,7 @@ def _environment(html: bool) -> jinja2.Environment:
 def render_markdown(result: GradeResult, audience: str = "student") -> str:
     """The report as Markdown (GitHub and Gradescope flavour)."""
     view = _report_view(result, audience)
-    text = _environment(html=False).get_template("report.md.j2").render(**view)
+    text = markdown_environment(TEMPLATE_DIR, html=False).get_template("report.md.j2").render(**view)
     # Template control blocks leave runs of blank lines; one is enough.
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
@@ -643,7 +648,7 @@ def render_html(result: GradeResult, audience: str = "student", plot_file: Optio
     """The report as one standalone HTML page; the roofline plot, when given,
     is referenced by its file name relative to the page."""
     view = _report_view(result, audience)
-    return _environment(html=True).get_template("report.html.j2").render(**view, plot_file=plot_file)
+    return markdown_environment(TEMPLATE_DIR, html=True).get_template("report.html.j2").render(**view, plot_file=plot_file)
 
 
 # --- roofline plot ---------------------------------------------------------------
