@@ -27,7 +27,9 @@ from .paths import ASSIGNMENT_FILE
 # Project files that make up the build and the grader, shared by both bundles.
 BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/roofline", "grader/tilelab",
                "grader/pyproject.toml", "starter")
-STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "docs/harness.md")
+# bootstrap calls secure-checkout: run as root (a container, a notebook), the
+# grader needs the unprivileged user that runs student code.
+STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "scripts/secure-checkout", "docs/harness.md")
 AUTOGRADER_ENTRY_POINTS = ("docker/setup.sh", "docker/run_autograder")
 KEY_FILE = "solutions/answers.yaml"
 _SKIP_NAMES = ("__pycache__", ".pytest_cache")

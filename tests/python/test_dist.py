@@ -2,6 +2,7 @@
 assignment.yaml reaches the handout, the grader and both bundles."""
 
 import os
+import re
 import shutil
 import tarfile
 import zipfile
@@ -49,12 +50,18 @@ def test_student_bundle_holds_starter_handout_and_public_cases_only(root, bundle
         shipped = yaml.safe_load(tar.extractfile("tilelab-tilelab_matmul/assignment.yaml"))
         answers = tar.extractfile("tilelab-tilelab_matmul/starter/answers.yaml").read().decode()
         bootstrap = tar.getmember("tilelab-tilelab_matmul/scripts/bootstrap")
+        bootstrap_text = tar.extractfile(bootstrap).read().decode()
     prefix = "tilelab-tilelab_matmul/"
     for needed in ("README.md", "CMakeLists.txt", "starter/naive.cu", "starter/answers.yaml", "handout/handout.pdf",
                    "handout/handout.md", "grader/harness/part_main.cu", "grader/tilelab/grade.py"):
         assert prefix + needed in names
     assert not any("/solutions/" in n or "/tests/" in n or "/key/" in n for n in names)
     assert bootstrap.mode & 0o111
+    # Every script the student's one setup command runs is in the bundle.
+    called = set(re.findall(r"\./(scripts/[\w.-]+)", bootstrap_text))
+    assert "scripts/secure-checkout" in called
+    for script in called:
+        assert prefix + script in names, f"bootstrap runs {script}, which the bundle lacks"
     assert all(p["cases"]["hidden"] == [] for p in shipped["parts"])
     source = yaml.safe_load((root / "assignment.yaml").read_text())
     assert [p["cases"]["public"] for p in shipped["parts"]] == [p["cases"]["public"] for p in source["parts"]]
