@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 import yaml
 
+from .scoring import matmul_flop
+
 SIGNATURES = {
     # signature kind -> the launcher's parameters after (M, N, P)
     "square": "int Width",
@@ -55,7 +57,7 @@ class Case:
 
     @property
     def flop(self) -> float:
-        return 2.0 * self.j * self.k * self.l
+        return matmul_flop(self.j, self.k, self.l)
 
     def to_json(self) -> dict:
         out = {"name": self.name, "j": self.j, "k": self.k, "l": self.l, "distribution": self.distribution}

@@ -42,7 +42,7 @@ from typing import Callable, Optional
 from .assignment import Assignment, AssignmentError, load_assignment
 from .gpu_lock import GpuLock
 from .gradescope import error_results
-from .paths import ASSIGNMENT_FILE
+from .paths import ASSIGNMENT_FILE, missing_tools
 from .sandbox import Sandbox, SandboxError, sandbox_for_this_process
 
 DONE_FILE = ".done"
@@ -97,17 +97,33 @@ class Row:
 @dataclass
 class BatchSummary:
     rows: list  # of Row, in directory order
-    graded: int  # graded in this run
-    resumed: int  # already graded by an earlier run, not graded again
-    errors: int  # grader errors in this run
-    skipped: int  # refused (unsafe names) or not graded
     wall_seconds: float
     gradebook: Path
-    workers: list = field(default_factory=list)  # "GPU 0", ... or "worker 1", ...
+    workers: int = 0  # GPUs, or CPU workers without one
+
+    @property
+    def graded(self) -> int:
+        """Graded in this run."""
+        return sum(r.status == GRADED and not r.resumed for r in self.rows)
+
+    @property
+    def resumed(self) -> int:
+        """Graded by an earlier run, not graded again."""
+        return sum(r.resumed for r in self.rows)
+
+    @property
+    def errors(self) -> int:
+        # Only a successful grading is ever resumed, so these are all from this run.
+        return sum(r.status == GRADER_ERROR for r in self.rows)
+
+    @property
+    def skipped(self) -> int:
+        """Refused (unsafe names) or not graded."""
+        return sum(r.status.startswith("skipped") for r in self.rows)
 
     @property
     def ok(self) -> bool:
-        return not any(r.status == GRADER_ERROR for r in self.rows)
+        return not self.errors
 
     def line(self) -> str:
         ran = [r for r in self.rows if r.status in (GRADED, GRADER_ERROR) and r.seconds is not None
@@ -123,8 +139,8 @@ class BatchSummary:
         if ran:
             mean = sum(r.seconds for r in ran) / len(ran)
             text += (f"; {mean:.1f} s per submission on average, "
-                     f"{self.wall_seconds / len(ran):.1f} s of wall time each on {len(self.workers)} "
-                     f"worker{'s' if len(self.workers) != 1 else ''}")
+                     f"{self.wall_seconds / len(ran):.1f} s of wall time each on {self.workers} "
+                     f"worker{'s' if self.workers != 1 else ''}")
         return text
 
 
@@ -354,12 +370,10 @@ def gradebook_only(class_dir: Path, out_dir: Path, *, root: Path) -> BatchSummar
     part_ids = [p.id for p in _assignment(root).parts]
     rows = [Row(s.name, s.problem) if s.problem else collect_row(s.name, out_dir / s.name, part_ids)
             for s in find_students(class_dir)]
+    rows = [dataclasses.replace(r, resumed=r.status == GRADED) for r in rows]  # all graded by earlier runs
     out_dir.mkdir(parents=True, exist_ok=True)
     write_gradebook(out_dir / GRADEBOOK_FILE, rows, part_ids)
-    return BatchSummary(rows, graded=0, resumed=sum(r.status == GRADED for r in rows),
-                        errors=sum(r.status == GRADER_ERROR for r in rows),
-                        skipped=sum(r.status.startswith("skipped") for r in rows),
-                        wall_seconds=time.monotonic() - clock, gradebook=out_dir / GRADEBOOK_FILE)
+    return BatchSummary(rows, wall_seconds=time.monotonic() - clock, gradebook=out_dir / GRADEBOOK_FILE)
 
 
 # ---------------------------------------------------------------- progress
@@ -506,9 +520,9 @@ def run_batch(
     class_dir, out_dir = _check_dirs(class_dir, out_dir)
     root, build_dir = Path(root).resolve(), Path(build_dir).resolve()
     assignment = _assignment(root)
-    for tool in ("tilelab-verify", "tilelab-roofline"):
-        if not (build_dir / "bin" / tool).exists():
-            raise BatchError(f"{build_dir} holds no built project ({tool} is missing)")
+    missing = missing_tools(build_dir)
+    if missing:
+        raise BatchError(f"{build_dir} holds no built project ({missing[0]} is missing)")
     if jobs < 1:
         raise BatchError("--jobs must be at least 1")
     if sandbox is None:
@@ -521,7 +535,7 @@ def run_batch(
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     part_ids = [p.id for p in assignment.parts]
     ctx = {"root": root, "build_dir": build_dir, "answer_key": Path(answer_key).resolve() if answer_key else None,
-           "assignment": assignment, "part_ids": part_ids,
+           "part_ids": part_ids,
            # Each worker's builds get their share of the CPUs.
            "build_jobs": max(1, (os.cpu_count() or 2) // len(workers))}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -588,44 +602,37 @@ def run_batch(
     # Daemon threads: a second Ctrl-C leaves at once instead of waiting for them.
     threads = [threading.Thread(target=work, args=(w,), name=f"tilelab-batch {w.label}", daemon=True)
                for w in workers]
-    graded = errors = 0
 
-    def collect(block_s: float) -> bool:
-        nonlocal graded, errors
-        try:
-            worker, row = finished.get(timeout=block_s)
-        except queue.Empty:
-            return False
-        rows[row.student] = row
-        graded += row.status == GRADED
-        errors += row.status == GRADER_ERROR
-        display.finished(worker, row)
-        book()
-        return True
+    def collect() -> None:
+        """Waits for the workers, booking each row as it comes."""
+        # A timeout, so that Ctrl-C reaches this thread while it waits.
+        while any(t.is_alive() for t in threads) or not finished.empty():
+            try:
+                worker, row = finished.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            rows[row.student] = row
+            display.finished(worker, row)
+            book()
 
     with display:
         for t in threads:
             t.start()
         try:
-            # A timeout, so that Ctrl-C reaches this thread while it waits.
-            while any(t.is_alive() for t in threads) or not finished.empty():
-                collect(0.2)
+            collect()
         except KeyboardInterrupt:
             stop.set()
             display.note("interrupted: finishing the gradings under way (Ctrl-C again to leave them unfinished; "
                          "they are graded again next time)")
             try:
-                while any(t.is_alive() for t in threads) or not finished.empty():
-                    collect(0.2)
+                collect()
             except KeyboardInterrupt:
                 pass
             book()
             raise
 
-    return BatchSummary([rows[s.name] for s in students], graded=graded, resumed=resumed, errors=errors,
-                        skipped=sum(rows[s.name].status.startswith("skipped") for s in students),
-                        wall_seconds=time.monotonic() - clock, gradebook=gradebook,
-                        workers=[w.label for w in workers])
+    return BatchSummary([rows[s.name] for s in students], wall_seconds=time.monotonic() - clock,
+                        gradebook=gradebook, workers=len(workers))
 
 
 # ---------------------------------------------------------------- Slurm

@@ -21,7 +21,7 @@ from typing import Optional
 
 from . import process
 from .assignment import Part
-from .static_checks import StaticResult, audit_object
+from .static_checks import audit_object
 
 # Lines of build-tool chatter around the compiler's own messages.
 _CHATTER = re.compile(r"^(\[\s*\d+%\]|g?make(\[\d+\])?:|-- |Scanning dependencies|Consolidate compiler generated)")
@@ -37,16 +37,12 @@ class PartBuild:
     details: str
     binary: Optional[Path]
     seconds: float
-    audit: Optional[StaticResult] = None
 
 
 def compiler_messages(log: str, max_lines: int = MAX_KEPT_LINES) -> str:
     """The compiler's diagnostics from a build log, without make's progress lines."""
     lines = [line for line in log.splitlines() if line.strip() and not _CHATTER.match(line)]
-    if len(lines) > max_lines:
-        cut = len(lines) - max_lines
-        lines = lines[:max_lines] + [f"[... {cut} more lines not shown ...]"]
-    return "\n".join(lines)
+    return "\n".join(process.clip_lines(lines, max_lines))
 
 
 def _cmake() -> str:
@@ -138,17 +134,17 @@ class SubmissionBuild:
                              compiler_messages(compiled.output), None, seconds)
         audit = audit_object(self._object_file(part))
         if not audit.ok:
-            return PartBuild(False, "audit", audit.summary, audit.details, None, seconds, audit)
+            return PartBuild(False, "audit", audit.summary, audit.details, None, seconds)
         linked = self._build_target(target, timeout_s)
         seconds += linked.seconds
         if linked.exit_code != 0 or linked.timed_out:
             return PartBuild(
                 False, "link",
                 f"{part.file} compiles but does not link: is {part.launcher} declared exactly as the contract says?",
-                compiler_messages(linked.output), None, seconds, audit,
+                compiler_messages(linked.output), None, seconds,
             )
         binary = self.tree / "submission" / part.id
-        return PartBuild(True, None, f"{part.file} compiled and linked", "", binary, seconds, audit)
+        return PartBuild(True, None, f"{part.file} compiled and linked", "", binary, seconds)
 
     def _build_target(self, target: str, timeout_s: float) -> process.Completed:
         # One make process per target: parallel parts do not share a job

@@ -9,7 +9,7 @@ import click
 
 from . import starter as starter_mod
 from .assignment import AssignmentError, load_assignment
-from .paths import ASSIGNMENT_FILE, find_root
+from .paths import ASSIGNMENT_FILE, find_root, missing_tools
 
 
 def _root(root: str | None) -> Path:
@@ -61,12 +61,10 @@ def _load(root: Path):
 
 def _build_dir(root: Path, build_dir: str | None) -> Path:
     build = Path(build_dir).resolve() if build_dir else root / "build"
-    for tool in ("tilelab-verify", "tilelab-roofline"):
-        if not (build / "bin" / tool).exists():
-            raise click.ClickException(
-                f"{build} holds no built project ({tool} is missing): run ./scripts/bootstrap, "
-                f"or cmake --build {build}"
-            )
+    missing = missing_tools(build)
+    if missing:
+        raise click.ClickException(f"{build} holds no built project ({missing[0]} is missing): "
+                                   f"run ./scripts/bootstrap, or cmake --build {build}")
     return build
 
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
 from .assignment import load_assignment
-from .paths import ASSIGNMENT_FILE
+from .paths import ANSWER_KEY_FILE, ASSIGNMENT_FILE, BUNDLED_ANSWER_KEY_FILE
 
 # Project files that make up the build and the grader, shared by both bundles.
 BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/roofline", "grader/tilelab",
@@ -31,7 +33,6 @@ BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/r
 # grader needs the unprivileged user that runs student code.
 STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "scripts/secure-checkout", "docs/harness.md")
 AUTOGRADER_ENTRY_POINTS = ("docker/setup.sh", "docker/run_autograder")
-KEY_FILE = "solutions/answers.yaml"
 _SKIP_NAMES = ("__pycache__", ".pytest_cache")
 _SKIP_SUFFIXES = (".pyc", ".egg-info")
 # Files are stored with this time, so two builds of the same tree give the same bundle.
@@ -103,8 +104,7 @@ def student_bundle(root: Path, out: Path, handout_dir: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:gz") as tar:
         for rel, path in _files(root, STUDENT_FILES):
-            mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-            _add_bytes(tar, f"{prefix}/{rel}", path.read_bytes(), mode)
+            _add_bytes(tar, f"{prefix}/{rel}", path.read_bytes(), _mode(path))
         _add_bytes(tar, f"{prefix}/{ASSIGNMENT_FILE}", public_assignment_text(root).encode())
         _add_bytes(tar, f"{prefix}/README.md", (root / "docs" / "student-README.md").read_bytes())
         for h in handouts:
@@ -116,13 +116,13 @@ def student_bundle(root: Path, out: Path, handout_dir: Path) -> Path:
 def autograder_bundle(root: Path, out: Path) -> Path:
     """Writes the Gradescope autograder zip to `out`."""
     load_assignment(root / ASSIGNMENT_FILE)
-    if not (root / KEY_FILE).exists():
-        raise DistError(f"{KEY_FILE} is missing: the autograder needs the answer key")
+    if not (root / ANSWER_KEY_FILE).exists():
+        raise DistError(f"{ANSWER_KEY_FILE} is missing: the autograder needs the answer key")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
 
         def add(name: str, data: bytes, mode: int) -> None:
-            info = zipfile.ZipInfo(name, date_time=(2023, 11, 14, 22, 13, 20))
+            info = zipfile.ZipInfo(name, date_time=time.gmtime(_FIXED_MTIME)[:6])
             info.external_attr = (0o100000 | mode) << 16  # regular file with these permissions
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
@@ -131,11 +131,20 @@ def autograder_bundle(root: Path, out: Path) -> Path:
         for entry in AUTOGRADER_ENTRY_POINTS:
             add(Path(entry).name, (root / entry).read_bytes(), 0o755)
         for rel, path in _files(root, BUILD_FILES):
-            add(rel, path.read_bytes(), 0o755 if path.stat().st_mode & 0o111 else 0o644)
+            add(rel, path.read_bytes(), _mode(path))
         add(ASSIGNMENT_FILE, (root / ASSIGNMENT_FILE).read_bytes(), 0o644)
-        add("key/answers.yaml", (root / KEY_FILE).read_bytes(), 0o644)
+        add(BUNDLED_ANSWER_KEY_FILE, (root / ANSWER_KEY_FILE).read_bytes(), 0o644)
     check_autograder_bundle(out)
     return out
+
+
+def _mode(path: Path) -> int:
+    return 0o755 if path.stat().st_mode & 0o111 else 0o644
+
+
+def _holds_solution_region(name: str, read: Callable[[], bytes]) -> bool:
+    # CUDA sources only: the grader's own code names the marker.
+    return name.endswith((".cu", ".cuh")) and b"BEGIN SOLUTION" in read()
 
 
 def check_student_bundle(tarball: Path) -> None:
@@ -146,10 +155,8 @@ def check_student_bundle(tarball: Path) -> None:
             if "/solutions/" in f"/{name}" or "/key/" in f"/{name}":
                 raise DistError(f"student bundle holds {name}")
         for member in tar.getmembers():
-            # CUDA sources only: the grader's own code names the marker.
-            if member.isfile() and member.name.endswith((".cu", ".cuh")):
-                if b"BEGIN SOLUTION" in tar.extractfile(member).read():
-                    raise DistError(f"student bundle: {member.name} holds a solution region")
+            if member.isfile() and _holds_solution_region(member.name, lambda: tar.extractfile(member).read()):
+                raise DistError(f"student bundle: {member.name} holds a solution region")
         shipped = yaml.safe_load(tar.extractfile(next(n for n in names if n.endswith("/" + ASSIGNMENT_FILE))).read())
     for part in shipped["parts"]:
         if part["cases"]["hidden"]:
@@ -160,11 +167,11 @@ def check_autograder_bundle(zip_path: Path) -> None:
     """Raises DistError if the autograder zip lacks its entry points or key, or holds a solution source."""
     with zipfile.ZipFile(zip_path) as z:
         names = set(z.namelist())
-        for needed in ("setup.sh", "run_autograder", "key/answers.yaml", ASSIGNMENT_FILE):
+        for needed in ("setup.sh", "run_autograder", BUNDLED_ANSWER_KEY_FILE, ASSIGNMENT_FILE):
             if needed not in names:
                 raise DistError(f"autograder zip lacks {needed}")
         for name in names:
             if name.startswith("solutions/"):
                 raise DistError(f"autograder zip holds {name}")
-            if name.endswith(".cu") and b"BEGIN SOLUTION" in z.read(name):
+            if _holds_solution_region(name, lambda: z.read(name)):
                 raise DistError(f"autograder zip: {name} holds a solution region")

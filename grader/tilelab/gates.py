@@ -26,7 +26,7 @@ from . import process
 from .assignment import load_assignment
 from .dist import DistError, autograder_bundle, student_bundle
 from .gradescope import results_json
-from .paths import ASSIGNMENT_FILE
+from .paths import ASSIGNMENT_FILE, missing_tools
 from .starter import StarterError, starter_files
 
 BUILD_TIME_LIMIT = 1800
@@ -78,7 +78,7 @@ def _student_gate(root: Path, work: Path) -> Gate:
     built = process.run(["cmake", "--build", build, "-j"], BUILD_TIME_LIMIT)
     if built.exit_code != 0:
         return Gate("student-bundle", "failed", "build failed:\n" + built.output[-3000:])
-    missing = [t for t in ("bin/tilelab-verify", "bin/tilelab-roofline", "starter/naive") if not (build / t).exists()]
+    missing = missing_tools(build) + ([] if (build / "starter" / "naive").exists() else ["starter/naive"])
     if missing:
         return Gate("student-bundle", "failed", f"built, but without {', '.join(missing)}")
     size = tarball.stat().st_size / 1e6
@@ -97,7 +97,7 @@ def _autograder_gate(root: Path, work: Path) -> Gate:
 
 
 def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
-    from .grade import GradeOptions, grade
+    from .grade import NO_GPU, GradeOptions, grade
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
@@ -106,7 +106,7 @@ def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) 
         progress(f"grading {submission.name}/")
         result = grade(submission, GradeOptions(root=root, build_dir=build_dir, out_dir=work / name, mode="grade"))
         if result.gpu is None:
-            gates.append(Gate(name, "not_run", "not run: no CUDA device on this machine"))
+            gates.append(Gate(name, "not_run", NO_GPU))
             continue
         tests = results_json(result, assignment)["tests"]
         graded = [t for t in tests if t["max_score"] > 0]
@@ -122,8 +122,6 @@ def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) 
     return gates
 
 
-CPU_GATES = ("starter", "student-bundle", "autograder-bundle")
-GPU_GATES = ("solutions", "starter-scores-0")
 
 
 def run_gates(root: Path, build_dir: Path, work: Path, which: str = "all",

@@ -40,18 +40,18 @@ from .diagnose import STATUS_HINTS, case_hints
 from .gpu_lock import GpuLock
 from .launch_checks import check_launches, launch_rows
 from .model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from .paths import ASSIGNMENT_FILE
+from .paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, answer_key_path, missing_tools
 from .runner import exit_codes, run_harness, verify, write_cases
 from .sandbox import Sandbox, preflight, sandbox_for_this_process
 from .sanitizer import run_sanitizer
-from .scoring import case_points, gflops, intensity, scoring_time, speed_fraction
+from .scoring import (IMPOSSIBLE_FRACTION, case_points, gflops, matmul_flop, scoring_time, speed_fraction,
+                      speed_target)
 from .static_checks import check_source, kernel_names
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
 NO_GPU = "not run: no CUDA device on this machine"
 # Where the answer key is looked for, under the project root, unless
 # GradeOptions.answer_key names it: the course checkout, the autograder zip.
-ANSWER_KEY_PLACES = ("solutions/answers.yaml", "key/answers.yaml")
 
 
 @dataclass
@@ -101,13 +101,6 @@ class _Part:
                 self.set(name, "not_run", summary)
 
 
-def _tool(build_dir: Path, name: str) -> Path:
-    path = build_dir / "bin" / name
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: build the project first (cmake --build {build_dir})")
-    return path
-
-
 def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     clock = time.monotonic()
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -115,8 +108,12 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     parts = [] if opt.answers_only else [p for p in assignment.parts if not opt.parts or p.id in opt.parts]
     seed = opt.seed if opt.seed is not None else (CHECK_SEED if opt.mode == "check" else secrets.randbits(40))
     sets = ("public", "hidden") if opt.mode == "grade" else ("public",)
-    verify_tool = _tool(opt.build_dir, "tilelab-verify")
-    roofline_tool = _tool(opt.build_dir, "tilelab-roofline")
+    missing = missing_tools(opt.build_dir)
+    if missing:
+        raise FileNotFoundError(f"{opt.build_dir / 'bin' / missing[0]} is missing: build the project first "
+                                f"(cmake --build {opt.build_dir})")
+    verify_tool = opt.build_dir / "bin" / "tilelab-verify"
+    roofline_tool = opt.build_dir / "bin" / "tilelab-roofline"
     sandbox = opt.sandbox if opt.sandbox is not None else sandbox_for_this_process()
     opt = dataclasses.replace(opt, sandbox=sandbox)
     preflight(sandbox, _secrets(opt, assignment),
@@ -177,9 +174,8 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                     _speed(s, seed, work, assignment, verify_tool, ceilings, opt.sandbox)
 
     for s in states:
-        for name in STAGES:  # anything still unset was skipped on purpose
-            if s.stage(name).status == "not_run" and not s.stage(name).summary:
-                s.set(name, "not_run", "not run: switched off for this run" if gpu else NO_GPU)
+        # anything still unset was skipped on purpose
+        s.skip_from(STAGES[0], "not run: switched off for this run" if gpu else NO_GPU)
         for c in s.result.cases:
             if not c.ran and c.reasons == ["not run"]:
                 c.reasons = [s.stage("correctness").summary]
@@ -213,11 +209,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
 def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> AnswersResult:
     """answers.yaml graded against the key; without a key (a student's copy)
     read and checked for form, scoring nothing."""
-    if opt.answer_key is not None:
-        key_path = Path(opt.answer_key)
-    else:
-        key_path = next((opt.root / p for p in ANSWER_KEY_PLACES if (opt.root / p).is_file()),
-                        opt.root / ANSWER_KEY_PLACES[0])
+    key_path = answer_key_path(opt.root, opt.answer_key)
     answers_path = submission / ANSWERS_FILE
     if not key_path.is_file():
         result = grade_answers(answers_path, assignment.questions, None, not_graded_reason=NO_KEY)
@@ -408,10 +400,7 @@ def _case_list_summary(cases: list) -> str:
 
 def _excerpt(text: str, head: int = 25, tail: int = 10) -> str:
     """A short piece of a run's output for a student; staff logs keep all that was captured."""
-    lines = text.strip().splitlines()
-    if len(lines) <= head + tail:
-        return "\n".join(lines)
-    return "\n".join(lines[:head] + [f"[... {len(lines) - head - tail} lines not shown ...]"] + lines[-tail:])
+    return "\n".join(process.clip_lines(text.strip().splitlines(), head, tail))
 
 
 def _staff_log(opt: GradeOptions, name: str, run) -> None:
@@ -524,19 +513,16 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         s.set("speed", "failed", f"the timed calls were not all right: {reasons}", run.stderr.strip(), run.seconds,
               ["Each timed call gets new inputs: a kernel must compute every answer, never reuse an earlier one."])
         return
+    zero_below = assignment.grading["speed"]["zero_below"]
     fractions, speeds = [], []
     for v in verdict["cases"]:
         t = v["timing"]
-        flop = 2.0 * v["j"] * v["k"] * v["l"]
         choice = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
-        achieved = gflops(flop, choice.ms)
-        ai = intensity(v["j"], v["k"], v["l"])
-        bound = ceilings.bound(ai)
-        target = s.part.speed_target * bound
-        zero_below = assignment.grading["speed"]["zero_below"]
-        fraction = speed_fraction(achieved, target, zero_below)
+        achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
+        target = speed_target(ceilings, v["j"], v["k"], v["l"], s.part.speed_target, zero_below)
+        fraction = speed_fraction(achieved, target.full, zero_below)
         flags = list(choice.flags)
-        if achieved > 1.05 * ceilings.fp32_gflops:
+        if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
             flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
                          "right, so it earns nothing; a TA will look at it")
             fraction = 0.0
@@ -544,9 +530,10 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         speeds.append(Speed(
             case=f"{v['j']}x{v['k']}x{v['l']}", gflops=round(achieved, 1), time_ms=round(choice.ms, 4),
             event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
-            ceiling="FP32 FMA peak", ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(bound, 1),
-            intensity=round(ai, 2), target_fraction=s.part.speed_target, target_gflops=round(target, 1),
-            zero_gflops=round(zero_below * target, 1), fraction=round(fraction, 4), flags=flags,
+            ceiling="FP32 FMA peak", ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
+            intensity=round(target.intensity, 2), target_fraction=s.part.speed_target,
+            target_gflops=round(target.full, 1), zero_gflops=round(target.zero, 1), fraction=round(fraction, 4),
+            flags=flags,
         ))
     # Several timing cases combine by geometric mean, so one slow size is felt.
     fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0

@@ -30,15 +30,15 @@ import yaml
 
 from .answers import AnswerKeyError, load_key
 from .assignment import CEILINGS, Assignment, Case, Part, Question
-from .report import markdown_environment
+from .paths import ANSWER_KEY_FILE
+from .report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, markdown_environment
 from .roofline import Ceilings
-from .scoring import intensity
+from .scoring import speed_target
 
 VARIANTS = ("student", "ta")
 HANDOUT_DIR = "handouts"  # templates and reference-gpu.yaml, under the project root
 REFERENCE_GPU_FILE = "reference-gpu.yaml"
 STARTER_DIR = "starter"
-ANSWER_KEY_FILE = Path("solutions") / "answers.yaml"
 TEMPLATES = {"markdown": "handout.md.j2", "html": "handout.html.j2"}
 # File names without their extension, per variant; the TA edition's name says what it is.
 OUTPUT_STEMS = {"student": "handout", "ta": "handout-ta"}
@@ -47,7 +47,6 @@ OUTPUT_STEMS = {"student": "handout", "ta": "handout-ta"}
 CEILING_FIGURES = {"fp32_fma": "fp32_fma_gflops"}
 
 # Case sets that only the TA edition lists: their sizes are the grader's to keep.
-TA_ONLY_SETS = ("hidden", "memcheck", "racecheck")
 SANITIZER_SETS = {"memcheck": "compute-sanitizer memcheck", "racecheck": "compute-sanitizer racecheck"}
 
 KIND_WORDS = {"number": "number", "choice": "choice", "text": "written answer"}
@@ -64,24 +63,6 @@ class HandoutError(RuntimeError):
 
 
 # --- formatting ------------------------------------------------------------------
-
-
-def _points(x: float) -> str:
-    """Points as a person writes them: 10, 7.5, 0.43."""
-    text = f"{x:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def _percent(fraction: float) -> str:
-    return f"{100 * fraction:.1f}".rstrip("0").rstrip(".") + " %"
-
-
-def _gflops(x: float) -> str:
-    return f"{x:,.0f}"
-
-
-def _intensity(x: float) -> str:
-    return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
 
 def _size(case: Case, square: bool) -> str:
@@ -219,9 +200,9 @@ def _part_view(number: int, part: Part, root: Path, ta: bool) -> dict:
         "declaration": part.declaration,
         "teaches": part.teaches,
         "shared_memory_rule": SHARED_MEMORY_RULES[part.shared_memory],
-        "correctness_points": _points(part.points["correctness"]),
-        "speed_points": _points(part.points["speed"]),
-        "case_points": _points(part.points["correctness"] / graded) if graded else "0",
+        "correctness_points": fmt_points(part.points["correctness"]),
+        "speed_points": fmt_points(part.points["speed"]),
+        "case_points": fmt_points(part.points["correctness"] / graded) if graded else "0",
         "size_word": "Width" if square else "j × k × l",
         "public_count": len(public),
         "public_groups": _case_groups(public, square),
@@ -242,22 +223,22 @@ def _rubric_view(assignment: Assignment) -> dict:
     rows = []
     for part in assignment.parts:
         correctness, speed = part.points["correctness"], part.points["speed"]
-        rows.append({"label": f"{part.id}: {part.title}", "correctness": _points(correctness),
-                     "speed": _points(speed), "total": _points(correctness + speed)})
+        rows.append({"label": f"{part.id}: {part.title}", "correctness": fmt_points(correctness),
+                     "speed": fmt_points(speed), "total": fmt_points(correctness + speed)})
     parts_total = sum(p.points["correctness"] + p.points["speed"] for p in assignment.parts)
     automatic = [q for q in assignment.questions if q.kind != "text"]
     by_hand = [q for q in assignment.questions if q.kind == "text"]
     questions_total = sum(q.points for q in automatic)
     return {
         "rows": rows,
-        "correctness_total": _points(sum(p.points["correctness"] for p in assignment.parts)),
-        "speed_total": _points(sum(p.points["speed"] for p in assignment.parts)),
-        "parts_total": _points(parts_total),
+        "correctness_total": fmt_points(sum(p.points["correctness"] for p in assignment.parts)),
+        "speed_total": fmt_points(sum(p.points["speed"] for p in assignment.parts)),
+        "parts_total": fmt_points(parts_total),
         "question_count": len(automatic),
-        "questions_total": _points(questions_total),
-        "total": _points(parts_total + questions_total),
+        "questions_total": fmt_points(questions_total),
+        "total": fmt_points(parts_total + questions_total),
         "by_hand_ids": [q.id for q in by_hand],
-        "by_hand_points": _points(sum(q.manual_points for q in by_hand)),
+        "by_hand_points": fmt_points(sum(q.manual_points for q in by_hand)),
     }
 
 
@@ -273,31 +254,29 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
     rows = []
     for part in assignment.parts:
         for case in part.cases["timing"]:
-            case_intensity = intensity(case.j, case.k, case.l)
-            bound = ceilings.bound(case_intensity)
-            target = part.speed_target * bound
+            target = speed_target(ceilings, case.j, case.k, case.l, part.speed_target, zero_below)
             measured = gpu["reference"].get(part.id)
             same_size = measured is not None and measured["size"] == (case.j, case.k, case.l)
             rows.append({
                 "part": part.id,
                 "size": _full_size(case),
-                "intensity": _intensity(case_intensity),
-                "bound": _gflops(bound),
-                "memory_bound": bound < ceilings.fp32_gflops,
-                "target_fraction": _percent(part.speed_target),
-                "full_credit": _gflops(target),
-                "no_credit": _gflops(zero_below * target),
+                "intensity": fmt_intensity(target.intensity),
+                "bound": fmt_gflops(target.bound),
+                "memory_bound": target.bound < ceilings.fp32_gflops,
+                "target_fraction": fmt_percent(part.speed_target),
+                "full_credit": fmt_gflops(target.full),
+                "no_credit": fmt_gflops(target.zero),
                 # A figure measured at another size says nothing about this one.
-                "reference": _gflops(measured["gflops"]) if same_size else "not measured at this size",
+                "reference": fmt_gflops(measured["gflops"]) if same_size else "not measured at this size",
             })
     return {
         "ceiling": CEILINGS[ceiling_id],
-        "zero_below": _percent(zero_below),
+        "zero_below": fmt_percent(zero_below),
         "device": gpu["device"],
         "measured": gpu["measured"],
-        "ceiling_gflops": _gflops(ceilings.fp32_gflops),
-        "dram_gbps": _gflops(ceilings.dram_gbps),
-        "ridge": _intensity(ceilings.ridge),
+        "ceiling_gflops": fmt_gflops(ceilings.fp32_gflops),
+        "dram_gbps": fmt_gflops(ceilings.dram_gbps),
+        "ridge": fmt_intensity(ceilings.ridge),
         "rows": rows,
         "any_memory_bound": any(r["memory_bound"] for r in rows),
         "repetitions": assignment.timing["repetitions"],
@@ -345,9 +324,9 @@ def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
             if match:
                 text, unit = q.text[:match.start()], match.group(1)
         if q.kind == "text":
-            worth = f"read by a TA, suggested {_points(q.manual_points)} point{'s' if q.manual_points != 1 else ''}"
+            worth = f"read by a TA, suggested {fmt_points(q.manual_points)} point{'s' if q.manual_points != 1 else ''}"
         else:
-            worth = f"{_points(q.points)} point{'s' if q.points != 1 else ''}, graded automatically"
+            worth = f"{fmt_points(q.points)} point{'s' if q.points != 1 else ''}, graded automatically"
         views.append({
             "number": number,
             "id": q.id,
@@ -355,7 +334,7 @@ def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
             "worth": worth,
             "text": text,
             "unit": unit,
-            "tolerance": (f"accepted within {_percent(q.tolerance)} of the right value" if q.tolerance > 0
+            "tolerance": (f"accepted within {fmt_percent(q.tolerance)} of the right value" if q.tolerance > 0
                           else "it must be exact") if q.kind == "number" else "",
             "options": [{"id": k, "text": v} for k, v in q.options.items()],
             "option_ids": ", ".join(q.options),
@@ -368,7 +347,7 @@ def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
 def _tolerance_view(assignment: Assignment) -> dict:
     """The tolerance factor c of |got - expected| <= c * sqrt(k) * 2^-24 * (|M||N|)_ij:
     one number when every part shares it, else one per part."""
-    factors = [{"part": p.id, "factor": _points(p.tolerance["sqrt_k_factor"])} for p in assignment.parts]
+    factors = [{"part": p.id, "factor": fmt_points(p.tolerance["sqrt_k_factor"])} for p in assignment.parts]
     shared = {f["factor"] for f in factors}
     return {"shared": shared.pop() if len(shared) == 1 else "", "per_part": factors}
 
@@ -389,7 +368,7 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
         "tolerance": _tolerance_view(assignment),
         "questions": _questions_view(assignment, key, ta),
         "answers_path": f"{STARTER_DIR}/answers.yaml",
-        "answer_key_path": ANSWER_KEY_FILE.as_posix(),
+        "answer_key_path": ANSWER_KEY_FILE,
     }
 
 

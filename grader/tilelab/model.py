@@ -113,9 +113,6 @@ class PartResult:
     def max_score(self) -> float:
         return self.correctness_max + self.speed_max
 
-    def stage(self, name: str) -> Stage:
-        return self.stages[name]
-
     @property
     def failed_stage(self) -> Optional[str]:
         for name in STAGES:

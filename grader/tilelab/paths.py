@@ -6,6 +6,28 @@ import os
 from pathlib import Path
 
 ASSIGNMENT_FILE = "assignment.yaml"
+# The answer key: under solutions/ in the checkout, under key/ in the
+# autograder bundle (which has no solutions/).
+ANSWER_KEY_FILE = "solutions/answers.yaml"
+BUNDLED_ANSWER_KEY_FILE = "key/answers.yaml"
+ANSWER_KEY_PLACES = (ANSWER_KEY_FILE, BUNDLED_ANSWER_KEY_FILE)
+
+
+# The grader's own programs, which every grading needs, under <build>/bin.
+GRADER_TOOLS = ("tilelab-verify", "tilelab-roofline")
+
+
+def missing_tools(build_dir: Path) -> list[str]:
+    """The grader programs a build tree lacks (empty: it can grade)."""
+    return [t for t in GRADER_TOOLS if not (Path(build_dir) / "bin" / t).exists()]
+
+
+def answer_key_path(root: Path, override: Path | None = None) -> Path:
+    """The key to grade with: `override`, else the first of ANSWER_KEY_PLACES
+    under root that exists, else where a checkout keeps it."""
+    if override is not None:
+        return Path(override)
+    return next((root / p for p in ANSWER_KEY_PLACES if (root / p).is_file()), root / ANSWER_KEY_FILE)
 
 
 def find_root(start: Path | None = None) -> Path:

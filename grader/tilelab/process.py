@@ -30,7 +30,6 @@ KEEP_BYTES = 32 * 1024  # kept from each end of each stream
 
 @dataclass
 class Completed:
-    argv: list
     exit_code: Optional[int]  # None when killed for the time limit
     signal: Optional[int]  # the signal that ended it, if any (other than our kill)
     timed_out: bool
@@ -82,6 +81,15 @@ class _Capture:
             data += f"\n[... {cut} bytes not shown ...]\n".encode()
         data += bytes(self.tail)
         return data.decode("utf-8", errors="replace")
+
+
+def clip_lines(lines: list, head: int, tail: int = 0) -> list:
+    """The first `head` and last `tail` lines, with a line saying how many
+    were left out between them."""
+    cut = len(lines) - head - tail
+    if cut <= 0:
+        return list(lines)
+    return lines[:head] + [f"[... {cut} {'more ' if not tail else ''}lines not shown ...]"] + lines[len(lines) - tail:]
 
 
 def _child_limits(file_size_limit: Optional[int]) -> None:
@@ -165,7 +173,6 @@ def run(
     code = proc.returncode
     killed_by_us = timed_out or stopped is not None
     return Completed(
-        argv=argv,
         exit_code=None if killed_by_us else (code if code >= 0 else None),
         signal=-code if (code is not None and code < 0 and not killed_by_us) else None,
         timed_out=timed_out,

@@ -67,13 +67,13 @@ REPORT_FILES = {"markdown": "report.md", "html": "report.html", "plot": "rooflin
 # --- number and text formatting ------------------------------------------------
 
 
-def _points(x: float) -> str:
+def fmt_points(x: float) -> str:
     """Points as a person writes them: 10, 7.5, 3.33."""
     text = f"{x:.2f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
 
 
-def _gflops(x: float) -> str:
+def fmt_gflops(x: float) -> str:
     if not math.isfinite(x):
         return str(x)
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
@@ -87,13 +87,13 @@ def _ms(x: float) -> str:
     return f"{x:.2f}" if abs(x) >= 1 else f"{x:.3g}"
 
 
-def _intensity(x: float) -> str:
+def fmt_intensity(x: float) -> str:
     if not math.isfinite(x):
         return str(x)
     return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
-def _percent(fraction: float) -> str:
+def fmt_percent(fraction: float) -> str:
     return f"{100 * fraction:.1f}".rstrip("0").rstrip(".") + " %"
 
 
@@ -358,22 +358,22 @@ def _cases_view(cases: list, total: int = 0) -> dict:
 
 def _speed_rows(speed: Speed, part: PartResult, staff: bool) -> list:
     """(label, value) rows: what was measured, what earns credit, and why."""
-    points = f"{_points(part.speed_score)} / {_points(part.speed_max)}"
+    points = f"{fmt_points(part.speed_score)} / {fmt_points(part.speed_max)}"
     if abs(part.speed_score - speed.fraction * part.speed_max) < 0.01:
-        earned = f"{_percent(speed.fraction)} of the speed points ({points})"
+        earned = f"{fmt_percent(speed.fraction)} of the speed points ({points})"
     else:
         # The points can be withheld after timing (a failed sanitizer, say).
-        earned = (f"{points} speed points: the speed alone would earn {_percent(speed.fraction)} of them, "
+        earned = (f"{points} speed points: the speed alone would earn {fmt_percent(speed.fraction)} of them, "
                   f"but they were withheld")
     rows = [
         ("timed case", speed.case),
-        ("achieved", f"{_gflops(speed.gflops)} GFLOP/s ({_ms(speed.time_ms)} ms per call)"),
+        ("achieved", f"{fmt_gflops(speed.gflops)} GFLOP/s ({_ms(speed.time_ms)} ms per call)"),
         ("full credit at",
-         f"≥ {_gflops(speed.target_gflops)} GFLOP/s ({_percent(speed.target_fraction)} of the roofline bound)"),
-        ("no credit at", f"≤ {_gflops(speed.zero_gflops)} GFLOP/s"),
+         f"≥ {fmt_gflops(speed.target_gflops)} GFLOP/s ({fmt_percent(speed.target_fraction)} of the roofline bound)"),
+        ("no credit at", f"≤ {fmt_gflops(speed.zero_gflops)} GFLOP/s"),
         ("roofline bound",
-         f"{_gflops(speed.bound_gflops)} GFLOP/s at an intensity of {_intensity(speed.intensity)} FLOP/byte, "
-         f"set by the {speed.ceiling} ({_gflops(speed.ceiling_value)} GFLOP/s)"),
+         f"{fmt_gflops(speed.bound_gflops)} GFLOP/s at an intensity of {fmt_intensity(speed.intensity)} FLOP/byte, "
+         f"set by the {speed.ceiling} ({fmt_gflops(speed.ceiling_value)} GFLOP/s)"),
         ("earned", earned),
     ]
     if staff:
@@ -457,14 +457,14 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
         correctness_words.append(f"hidden {hidden['fraction']}")
     correctness_ran = any(c.ran for c in part.cases)
     correctness_note = ", ".join(correctness_words) if correctness_ran and correctness_words else "not run"
-    correctness_cell = f"{_points(part.correctness_score)} / {_points(part.correctness_max)} ({correctness_note})"
+    correctness_cell = f"{fmt_points(part.correctness_score)} / {fmt_points(part.correctness_max)} ({correctness_note})"
 
     speed_stage = by_name.get("speed")
     if part.speed is not None:
-        speed_note = f"{_gflops(part.speed.gflops)} GFLOP/s"
+        speed_note = f"{fmt_gflops(part.speed.gflops)} GFLOP/s"
     else:
         speed_note = speed_stage["status_word"] if speed_stage else "not run"
-    speed_cell = f"{_points(part.speed_score)} / {_points(part.speed_max)} ({speed_note})"
+    speed_cell = f"{fmt_points(part.speed_score)} / {fmt_points(part.speed_max)} ({speed_note})"
 
     # Public all pass, hidden some fail: the student cannot see which, so say
     # what kind of sizes the hidden set holds instead.
@@ -476,8 +476,7 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
 
     # Correctness points are withheld when a later check fails even though
     # every case passed; without this line the score looks like a bug.
-    # `withheld_by` is set by the grader but is not (yet) a model field.
-    withheld = [STAGE_TITLES.get(name, name) for name in (getattr(part, "withheld_by", None) or [])]
+    withheld = [STAGE_TITLES.get(name, name) for name in part.withheld_by]
     withheld_line = ("Correctness points are withheld because this part failed: " + ", ".join(withheld) + "."
                      if withheld else "")
 
@@ -486,8 +485,8 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
         "title": part.title,
         "withheld_line": withheld_line,
         "file": part.file,
-        "score": _points(part.score),
-        "max_score": _points(part.max_score),
+        "score": fmt_points(part.score),
+        "max_score": fmt_points(part.max_score),
         "correctness_cell": correctness_cell,
         "speed_cell": speed_cell,
         "status": _part_status(stages),
@@ -513,10 +512,10 @@ def _questions_view(answers: Optional[AnswersResult], staff: bool) -> Optional[d
     for q in answers.questions:
         status = q.status if q.status in QUESTION_WORDS else "invalid"
         if q.kind == "text":
-            unit = "point" if _points(q.manual_points) == "1" else "points"
-            points = f"graded by a TA (up to {_points(q.manual_points)} {unit})"
+            unit = "point" if fmt_points(q.manual_points) == "1" else "points"
+            points = f"graded by a TA (up to {fmt_points(q.manual_points)} {unit})"
         else:
-            points = f"{_points(q.score)} / {_points(q.max_score)}"
+            points = f"{fmt_points(q.score)} / {fmt_points(q.max_score)}"
         row = {"id": q.id, "kind": q.kind, "answer": q.answer or "-", "status": status,
                "word": QUESTION_WORDS[status], "marker": QUESTION_MARKERS[status], "badge": QUESTION_BADGES[status],
                "message": q.message, "points": points}
@@ -538,11 +537,11 @@ def _questions_view(answers: Optional[AnswersResult], staff: bool) -> Optional[d
     else:
         right = "not graded here"
     collected = (f"{sum(q.status == 'collected' for q in written)} of {len(written)} written answers collected "
-                 f"for a TA (up to {_points(answers.manual_max)} points, graded by hand)") if written else ""
+                 f"for a TA (up to {fmt_points(answers.manual_max)} points, graded by hand)") if written else ""
     return {
         "file": answers.file,
-        "score": _points(answers.score),
-        "max_score": _points(answers.max_score),
+        "score": fmt_points(answers.score),
+        "max_score": fmt_points(answers.max_score),
         "right": right,
         "collected": collected,
         "first_problem": first_problem,
@@ -567,8 +566,8 @@ def _ceilings_line(result: GradeResult) -> str:
     if roof is None:
         return ""
     fp32, dram = roof
-    return (f"Ceilings measured on this GPU: FP32 {_gflops(fp32)} GFLOP/s, DRAM {_gflops(dram)} GB/s; "
-            f"a kernel needs more than {_intensity(fp32 / dram)} FLOP per byte of DRAM traffic "
+    return (f"Ceilings measured on this GPU: FP32 {fmt_gflops(fp32)} GFLOP/s, DRAM {fmt_gflops(dram)} GB/s; "
+            f"a kernel needs more than {fmt_intensity(fp32 / dram)} FLOP per byte of DRAM traffic "
             f"(the ridge point) to be limited by arithmetic rather than memory.")
 
 
@@ -598,8 +597,8 @@ def _report_view(result: GradeResult, audience: str) -> dict:
         "staff": staff,
         "audience": audience,
         "assignment": result.title or result.assignment,
-        "score": _points(result.score),
-        "max_score": _points(result.max_score),
+        "score": fmt_points(result.score),
+        "max_score": fmt_points(result.max_score),
         "mode": MODE_WORDS.get(result.mode, result.mode),
         "gpu": _gpu_line(result),
         "date": _date(result.started),
@@ -698,11 +697,11 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
     axes.set_yscale("log")
 
     axes.plot([x_low, ridge], [dram * x_low, fp32], color="#1f4e79", linewidth=2,
-              label=f"DRAM roof: {_gflops(dram)} GB/s × intensity")
+              label=f"DRAM roof: {fmt_gflops(dram)} GB/s × intensity")
     axes.plot([ridge, x_high], [fp32, fp32], color="#7a1f1f", linewidth=2,
-              label=f"FP32 ceiling: {_gflops(fp32)} GFLOP/s")
+              label=f"FP32 ceiling: {fmt_gflops(fp32)} GFLOP/s")
     axes.plot([ridge], [fp32], marker="D", color="black", markersize=6, linestyle="none")
-    axes.annotate(f"ridge {_intensity(ridge)} FLOP/B", (ridge, fp32), textcoords="offset points",
+    axes.annotate(f"ridge {fmt_intensity(ridge)} FLOP/B", (ridge, fp32), textcoords="offset points",
                   xytext=(-10, 10), ha="right", fontsize=9)
 
     colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
@@ -730,7 +729,7 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
         speed = part.speed
         colour = colours[i % len(colours)]
         axes.plot([speed.intensity], [speed.gflops], marker="o", markersize=8, color=colour, linestyle="none",
-                  label=f"{part.id}: {_gflops(speed.gflops)} GFLOP/s")
+                  label=f"{part.id}: {fmt_gflops(speed.gflops)} GFLOP/s")
         axes.annotate(part.id, (speed.intensity, speed.gflops), xytext=(label_x, 10 ** label_log_y[part.id]),
                       va="center", fontsize=9, color=colour,
                       arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.6, "shrinkB": 5})

@@ -68,7 +68,7 @@ class Sandbox:
                    f"--fsize={lim.file_bytes}", "--core=0", "--"]
         return prefix + [str(a) for a in argv]
 
-    def env(self, home: Path, extra: Optional[dict] = None) -> dict:
+    def env(self, home: Path) -> dict:
         """The environment of sandboxed code: enough to find CUDA, nothing else."""
         env = {
             "PATH": "/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin",
@@ -80,8 +80,6 @@ class Sandbox:
             if os.environ.get(name):
                 env[name] = os.environ[name]
         env.update(self.extra_env)
-        if extra:
-            env.update(extra)
         return env
 
     def own(self, path: Path) -> None:

@@ -14,6 +14,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .process import clip_lines
 from .runner import run_harness
 
 SANITIZER_ERROR_EXIT = 86  # any code the harness itself never uses
@@ -42,9 +43,7 @@ def report_excerpt(output: str, max_lines: int = MAX_REPORT_LINES) -> str:
     lines = [line for line in output.splitlines() if line.startswith("=========")]
     if not lines:
         lines = output.splitlines()
-    if len(lines) > max_lines:
-        lines = lines[:max_lines] + [f"[... {len(lines) - max_lines} more lines not shown ...]"]
-    return "\n".join(lines)
+    return "\n".join(clip_lines(lines, max_lines))
 
 
 HINTS = {

@@ -33,13 +33,36 @@ def compulsory_bytes(j: int, k: int, l: int) -> int:
     return 4 * (j * k + k * l + j * l)
 
 
+def matmul_flop(j: int, k: int, l: int) -> float:
+    """One multiply and one add per term of every dot product."""
+    return 2.0 * j * k * l
+
+
 def intensity(j: int, k: int, l: int) -> float:
-    return 2.0 * j * k * l / compulsory_bytes(j, k, l)
+    return matmul_flop(j, k, l) / compulsory_bytes(j, k, l)
 
 
 def case_points(total: float, n_cases: int) -> float:
     """The points one graded case is worth: the part's correctness points, shared equally."""
     return total / n_cases if n_cases else 0.0
+
+
+@dataclass(frozen=True)
+class SpeedTarget:
+    """What one timed size is scored against, in GFLOP/s."""
+    intensity: float  # FLOP per compulsory DRAM byte
+    bound: float  # the roofline at that intensity
+    full: float  # full speed points from here (target_fraction x bound)
+    zero: float  # no speed points at or below this (zero_below x full)
+
+
+def speed_target(ceilings, j: int, k: int, l: int, target_fraction: float, zero_below: float) -> SpeedTarget:
+    """The targets of a j x k x l multiplication on a GPU with these
+    ceilings (anything with a roofline `bound(intensity)`)."""
+    ai = intensity(j, k, l)
+    bound = ceilings.bound(ai)
+    full = target_fraction * bound
+    return SpeedTarget(ai, bound, full, zero_below * full)
 
 
 def speed_fraction(achieved: float, target: float, zero_below: float) -> float:

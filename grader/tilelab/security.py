@@ -20,13 +20,13 @@ import socket
 import threading
 from pathlib import Path
 
-import yaml
-
-from .assignment import Assignment
+from .answers import load_key
+from .assignment import CASE_SETS, Assignment
 from .dist import public_assignment_text
 from .gradescope import results_json, spec_problems, student_visible_text
 from .model import GradeResult
 from .report import render_html, render_markdown
+from .starter import solution_region_lines
 
 CANARY_PATH = Path("/tmp/tilelab-security-canary.txt")
 LISTENER_PORT = 47321  # the port security-network/naive.cu aims at
@@ -85,29 +85,20 @@ def leak_markers(root: Path, assignment: Assignment, key_path: Path, canary: str
     public_text = public_assignment_text(root) + "".join(
         p.read_text(errors="replace") for p in (root / "starter").glob("*"))
     if key_path.exists():
-        key = yaml.safe_load(key_path.read_text()) or {}
-        for qid, answer in key.items():
-            text = str(answer).strip()
-            text = text[:48] if len(text) > 48 else text
+        for qid, answer in load_key(key_path).items():  # raw text, as the key file spells it
+            text = answer[:48]
             if len(text) >= 5 and text not in public_text:
                 markers[text] = f"the key's answer to {qid}"
-    public_names = {c.name for p in assignment.parts for s in ("public", "timing", "memcheck", "racecheck")
-                    for c in p.cases[s]}
+    public_names = {c.name for p in assignment.parts for s in CASE_SETS if s != "hidden" for c in p.cases[s]}
     for p in assignment.parts:
         for c in p.cases["hidden"]:
             if c.name not in public_names and len(c.name) >= 4:
                 markers[c.name] = f"the hidden case {c.name} of {p.id}"
     starter_lines = {line.strip() for f in (root / "starter").glob("*.cu") for line in f.read_text().splitlines()}
     for f in sorted((root / "solutions").glob("*.cu")):
-        inside = False
-        for line in f.read_text().splitlines():
+        for line in solution_region_lines(f.read_text()):
             stripped = line.strip()
-            if stripped == "// BEGIN SOLUTION":
-                inside = True
-            elif stripped == "// END SOLUTION":
-                inside = False
-            elif (inside and stripped.startswith("//") and not stripped.startswith("// HINT:")
-                  and len(stripped) >= 40 and stripped not in starter_lines):
+            if stripped.startswith("//") and len(stripped) >= 40 and stripped not in starter_lines:
                 markers[stripped[3:]] = f"a comment inside the solution of {f.name}"
     return markers
 

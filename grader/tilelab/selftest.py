@@ -31,6 +31,7 @@ from .grade import GradeOptions, grade
 from .gpu_lock import GpuLock
 from .sandbox import sandbox_for_this_process
 from .model import STAGES, GradeResult, PartResult
+from .paths import answer_key_path
 from .report import write_reports
 
 VERDICTS = ("pass", "slow", "fail")
@@ -366,7 +367,6 @@ SECURITY_PREFIX = "security-"
 
 def _run_attacks(attacks: list, grade_one, root: Path, assignment, sandbox, echo) -> tuple:
     """Grades the security hand-ins between the probes and checks what students would see."""
-    from .grade import ANSWER_KEY_PLACES
     from .security import LISTENER_PORT, Probes, check_hand_in, leak_markers
 
     results, rows = {}, []
@@ -375,7 +375,7 @@ def _run_attacks(attacks: list, grade_one, root: Path, assignment, sandbox, echo
         for h in attacks:
             results[h.name] = grade_one(h)
         return rows, results
-    key_path = next((root / p for p in ANSWER_KEY_PLACES if (root / p).is_file()), root / ANSWER_KEY_PLACES[0])
+    key_path = answer_key_path(root)
     with Probes() as probes:
         markers = leak_markers(root, assignment, key_path, probes.token)
         for h in attacks:

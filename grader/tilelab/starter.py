@@ -22,14 +22,28 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from .answers import ANSWERS_FILE
 from .assignment import Assignment
 
-ANSWERS_FILE = "answers.yaml"
 
 _BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*// END SOLUTION\s*$")
 _HINT = re.compile(r"^\s*// HINT:(.*)$")
 _STUB = re.compile(r"^\s*// STUB:(.*)$")
+
+
+def solution_region_lines(text: str) -> list[str]:
+    """The lines inside BEGIN/END SOLUTION regions, hints left out: what the
+    starter never shows."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        if _BEGIN.match(line):
+            inside = True
+        elif _END.match(line):
+            inside = False
+        elif inside and not _HINT.match(line):
+            lines.append(line)
+    return lines
 
 
 class StarterError(ValueError):

@@ -14,7 +14,8 @@ from tilelab.diagnose import case_hints
 from tilelab.gpu_lock import GpuLock
 from tilelab.launch_checks import check_launches, kernel_base_name
 from tilelab.model import CaseResult
-from tilelab.scoring import compulsory_bytes, intensity, scoring_time, speed_fraction
+from tilelab.roofline import Ceilings
+from tilelab.scoring import compulsory_bytes, intensity, scoring_time, speed_fraction, speed_target
 from tilelab.selftest import Expectation, judge
 from tilelab.static_checks import check_source, kernel_names, strip_comments_and_strings
 
@@ -38,6 +39,19 @@ def test_speed_fraction_is_linear_between_zero_and_target():
     assert speed_fraction(9193, target, 0.6) == 1.0
     assert speed_fraction(5278, target, 0.6) == pytest.approx((5278 - 4032) / (6720 - 4032))  # naive as tiled
     assert speed_fraction(4000, target, 0.6) == 0.0
+
+
+def test_speed_target_follows_the_roofline():
+    # Ceilings measured on the H100: 65000 GFLOP/s FP32, 3040 GB/s DRAM (ridge ~21 FLOP/byte).
+    h100 = Ceilings(device_name="H100", device_uuid="", fp32_gflops=65000.0, dram_gbps=3040.0,
+                    measured_at="2026-11-21T00:00:00Z", raw={})
+    square = speed_target(h100, 4096, 4096, 4096, 0.11, 0.6)  # compute-bound
+    assert square.bound == 65000.0
+    assert square.full == pytest.approx(7150.0) and square.zero == pytest.approx(4290.0)
+    skinny = speed_target(h100, 4096, 1, 4096, 0.11, 0.6)  # k = 1: ~0.5 FLOP/byte, bandwidth-bound
+    assert skinny.intensity == pytest.approx(intensity(4096, 1, 4096))
+    assert skinny.bound == pytest.approx(skinny.intensity * 3040.0)
+    assert skinny.full == pytest.approx(0.11 * skinny.bound) and skinny.zero == pytest.approx(0.6 * skinny.full)
 
 
 def test_scoring_time_prefers_the_longest_honest_clock():
@@ -217,6 +231,13 @@ def test_exclusive_waits_for_shared_users_and_blocks_new_ones():
     for th in (first, t, late):
         th.join()
     assert events == ["a in", "a out", "timing", "b in", "b out"]
+
+
+def test_clip_lines_says_how_many_lines_it_left_out():
+    lines = [f"error {i}" for i in range(50)]
+    assert process.clip_lines(lines, 40) == lines[:40] + ["[... 10 more lines not shown ...]"]
+    assert process.clip_lines(lines, 25, 10) == lines[:25] + ["[... 15 lines not shown ...]"] + lines[40:]
+    assert process.clip_lines(lines[:35], 25, 10) == lines[:35]  # nothing to leave out
 
 
 def test_process_run_keeps_head_and_tail_of_a_flood():
