@@ -69,6 +69,7 @@ class HandIn:
     description: str
     expectations: list  # of Expectation
     answers: Optional[AnswersExpectation] = None
+    runs_alone: bool = False  # it holds something gradings beside it need (the sandbox user's process limit)
 
 
 @dataclass
@@ -145,7 +146,10 @@ def load_hand_ins(directory: Path, known_parts: set, known_questions: set = froz
         exps = [_expectation(p, raw, f"{spec}: parts.{p}", known_parts) for p, raw in (doc.get("parts") or {}).items()]
         answers = (_answers_expectation(doc["answers"], f"{spec}: answers", known_questions)
                    if "answers" in doc else None)
-        hand_ins.append(HandIn(d.name, d, str(doc.get("description", "")), exps, answers))
+        runs_alone = doc.get("runs_alone", False)
+        if not isinstance(runs_alone, bool):
+            raise SelftestError(f"{spec}: runs_alone must be true or false")
+        hand_ins.append(HandIn(d.name, d, str(doc.get("description", "")), exps, answers, runs_alone))
     return hand_ins
 
 
@@ -330,17 +334,19 @@ def run_selftest(
         echo(f"graded {hand_in.name} in {result.seconds:.1f} s")
         return result
 
-    # The security hand-ins run one at a time after the others: a fork bomb
-    # holds the sandbox user's process limit while it runs, which would
-    # starve gradings beside it.
-    plain = [h for h in hand_ins if not h.name.startswith(SECURITY_PREFIX)]
+    # Hand-ins that hold what others need run one at a time after the rest;
+    # the attacks are graded between the probes (canary file, listener).
+    together = [h for h in hand_ins if not h.runs_alone]
+    alone = [h for h in hand_ins if h.runs_alone]
     attacks = [h for h in hand_ins if h.name.startswith(SECURITY_PREFIX)]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = dict(zip([h.name for h in plain], pool.map(one, plain)))
-    security_rows = []
-    if attacks:
-        security_rows, attack_results = _run_attacks(attacks, one, root, assignment, sandbox, echo)
-        results.update(attack_results)
+
+    def grade_all() -> dict:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            graded = dict(zip([h.name for h in together], pool.map(one, together)))
+        graded.update((h.name, one(h)) for h in alone)
+        return graded
+
+    results, security_rows = _graded_between_probes(grade_all, attacks, root, assignment, sandbox, echo)
     results = [results[h.name] for h in hand_ins]
     gpu = any(r.gpu for r in results)
     rows = []
@@ -365,21 +371,21 @@ def run_selftest(
 SECURITY_PREFIX = "security-"
 
 
-def _run_attacks(attacks: list, grade_one, root: Path, assignment, sandbox, echo) -> tuple:
-    """Grades the security hand-ins between the probes and checks what students would see."""
+def _graded_between_probes(grade_all, attacks: list, root: Path, assignment, sandbox, echo) -> tuple:
+    """Runs grade_all() while the probes are up and checks what students of
+    the attack hand-ins would see: returns (results by name, security rows)."""
     from .security import LISTENER_PORT, Probes, check_hand_in, leak_markers
 
-    results, rows = {}, []
+    if not attacks:
+        return grade_all(), []
     if not sandbox.switches_user:
         echo("security checks not run: student code runs as this grader's own user (run as root to sandbox it)")
-        for h in attacks:
-            results[h.name] = grade_one(h)
-        return rows, results
-    key_path = answer_key_path(root)
+        return grade_all(), []
+    rows = []
     with Probes() as probes:
-        markers = leak_markers(root, assignment, key_path, probes.token)
+        markers = leak_markers(root, assignment, answer_key_path(root), probes.token)
+        results = grade_all()
         for h in attacks:
-            results[h.name] = grade_one(h)
             problems = check_hand_in(results[h.name], assignment, markers)
             rows.append(Row(h.name, "security", "no secret shown, valid results.json",
                             "; ".join(problems) or "nothing leaked", not problems, "; ".join(problems[:3])))
@@ -389,7 +395,7 @@ def _run_attacks(attacks: list, grade_one, root: Path, assignment, sandbox, echo
                             "; ".join(got) or "no connection", not got, "; ".join(got)))
         else:
             echo(f"network check not run: port {LISTENER_PORT} is taken")
-    return rows, results
+    return results, rows
 
 
 def format_rows(rows: list, gpu: bool) -> str:

@@ -16,7 +16,7 @@ from tilelab.launch_checks import check_launches, kernel_base_name
 from tilelab.model import CaseResult
 from tilelab.roofline import Ceilings
 from tilelab.scoring import compulsory_bytes, intensity, scoring_time, speed_fraction, speed_target
-from tilelab.selftest import Expectation, judge
+from tilelab.selftest import Expectation, SelftestError, judge, load_hand_ins
 from tilelab.static_checks import check_source, kernel_names, strip_comments_and_strings
 
 
@@ -185,6 +185,20 @@ def test_hints_name_the_stride_mistake_and_harness_statuses():
 
 
 # --- self-test judge ---------------------------------------------------------------
+
+def test_only_the_fork_bomb_is_graded_alone(root, parts):
+    questions = {q.id for q in load_assignment(root / "assignment.yaml").questions}
+    hand_ins = load_hand_ins(root / "tests" / "submissions", set(parts), questions)
+    assert [h.name for h in hand_ins if h.runs_alone] == ["security-fork-bomb"]
+    assert len(hand_ins) > 40
+
+
+def test_runs_alone_must_be_a_boolean(tmp_path, parts):
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "expected.yaml").write_text("runs_alone: yes please\nparts: {naive: {verdict: pass}}\n")
+    with pytest.raises(SelftestError, match="runs_alone must be true or false"):
+        load_hand_ins(tmp_path, set(parts))
+
 
 def test_judge_with_a_gpu():
     assert judge(passing_tiled(), Expectation("tiled", "pass"), gpu=True) == (True, "")
