@@ -2,7 +2,9 @@
 
 Every command the grader runs on a student's behalf (the compiler, the
 harness, compute-sanitizer) goes through `run`: it gets its own process
-group, so the time limit kills everything it started; its stdout and stderr
+group, so the time limit kills everything it started, and `run` returns only
+once all of it is gone (killed processes still count against the sandbox
+user's process limit until they are reaped); its stdout and stderr
 are drained by threads as they come, keeping only the head and the tail, so
 a part that prints gigabytes costs CPU time, not memory or disk. With a
 sandbox (tilelab.sandbox) it runs as the sandbox's user, with its limits and
@@ -12,6 +14,7 @@ there, or leaves too little free space on the disk, is stopped.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import signal
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from .sandbox import Sandbox
 
 KEEP_BYTES = 32 * 1024  # kept from each end of each stream
+GROUP_END_PATIENCE_S = 30.0  # how long to wait for a killed run's processes to be gone
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 @dataclass
@@ -121,6 +126,40 @@ def _over_disk_limits(watch_dir: Path, dir_bytes: int, min_free_bytes: int) -> O
     return None
 
 
+def _become_subreaper() -> None:
+    """Orphans of the runs (a fork bomb's processes, once their parent is
+    killed) become this process's children, so `_end_group` can reap them
+    rather than wait for an init that may never do it (a container's PID 1
+    is often not one)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the system's init reaps them
+
+
+def _end_group(pgid: int) -> None:
+    """Kills what is left of a run's process group and reaps it, until none
+    of it exists (zombies included) or the patience runs out. Only that group
+    is reaped: other runs' processes are waited for by their own callers."""
+    deadline = time.monotonic() + GROUP_END_PATIENCE_S
+    while True:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        try:
+            while os.waitid(os.P_PGID, pgid, os.WEXITED | os.WNOHANG) is not None:
+                pass
+        except ChildProcessError:
+            pass  # not our children: the system's init reaps them
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
+
+
+_become_subreaper()
+
+
 def run(
     argv: Sequence,
     timeout_s: float,
@@ -170,6 +209,7 @@ def run(
         pass
     proc.wait()
     seconds = time.monotonic() - start
+    _end_group(proc.pid)
     code = proc.returncode
     killed_by_us = timed_out or stopped is not None
     return Completed(

@@ -1,6 +1,7 @@
 """Pure grading logic with real values: scoring, static checks, launch checks,
 diagnosis, the GPU lock, the process runner and the self-test's judge."""
 
+import os
 import sys
 import threading
 import time
@@ -260,6 +261,20 @@ def test_process_run_keeps_head_and_tail_of_a_flood():
     assert done.exit_code == 0 and done.stdout_bytes > 5_000_000
     assert done.stdout.startswith("START") and done.stdout.rstrip().endswith("END")
     assert len(done.stdout) < 3 * process.KEEP_BYTES and "bytes not shown" in done.stdout
+
+
+def test_process_run_returns_only_when_nothing_of_the_run_is_left():
+    # The leader leaves orphans behind and exits at once (as a fork bomb's
+    # processes outlive its leader); killed or not, they must all be gone,
+    # reaped too, when run returns: until then they count against the
+    # sandbox user's process limit.
+    script = ("import os, subprocess\n"
+              "for _ in range(20): subprocess.Popen(['sleep', '30'])\n"
+              "print(os.getpid())")
+    done = process.run([sys.executable, "-c", script], timeout_s=20)
+    assert done.exit_code == 0
+    with pytest.raises(ProcessLookupError):
+        os.killpg(int(done.stdout), 0)
 
 
 def test_process_run_kills_the_whole_group_on_time_out():
