@@ -28,12 +28,12 @@ from pathlib import Path
 
 import yaml
 
-from .answers import AnswerKeyError, load_key
+from .answers import ANSWERS_FILE, AnswerKeyError, load_key
 from .assignment import CEILINGS, Assignment, Case, Part, Question
 from .paths import ANSWER_KEY_FILE
 from .report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, markdown_environment
 from .roofline import Ceilings
-from .scoring import speed_target
+from .scoring import case_points, speed_target
 
 VARIANTS = ("student", "ta")
 HANDOUT_DIR = "handouts"  # templates and reference-gpu.yaml, under the project root
@@ -173,8 +173,12 @@ def _case_groups(cases: tuple, square: bool) -> list:
 
 
 def _case_rows(cases: tuple) -> list:
-    return [{"name": c.name, "size": _full_size(c), "conditions": ", ".join(_conditions(c)),
-             "described": ", ".join(_conditions(c)) or DISTRIBUTION_WORDS["uniform"]} for c in cases]
+    rows = []
+    for c in cases:
+        conditions = ", ".join(_conditions(c))
+        rows.append({"name": c.name, "size": _full_size(c), "conditions": conditions,
+                     "described": conditions or DISTRIBUTION_WORDS["uniform"]})
+    return rows
 
 
 SHARED_MEMORY_RULES = {
@@ -202,7 +206,7 @@ def _part_view(number: int, part: Part, root: Path, ta: bool) -> dict:
         "shared_memory_rule": SHARED_MEMORY_RULES[part.shared_memory],
         "correctness_points": fmt_points(part.points["correctness"]),
         "speed_points": fmt_points(part.points["speed"]),
-        "case_points": fmt_points(part.points["correctness"] / graded) if graded else "0",
+        "case_points": fmt_points(case_points(part.points["correctness"], graded)),
         "size_word": "Width" if square else "j × k × l",
         "public_count": len(public),
         "public_groups": _case_groups(public, square),
@@ -367,7 +371,7 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
         "speed": _speed_view(assignment, reference_gpu(root)),
         "tolerance": _tolerance_view(assignment),
         "questions": _questions_view(assignment, key, ta),
-        "answers_path": f"{STARTER_DIR}/answers.yaml",
+        "answers_path": f"{STARTER_DIR}/{ANSWERS_FILE}",
         "answer_key_path": ANSWER_KEY_FILE,
     }
 
@@ -381,15 +385,21 @@ def _environment(root: Path, html: bool):
 
 def render_markdown(assignment: Assignment, root: Path, variant: str = "student") -> str:
     """The handout as Markdown (GitHub flavour)."""
-    view = _handout_view(assignment, root, variant)
+    return _markdown_of(_handout_view(assignment, root, variant), root)
+
+
+def render_html(assignment: Assignment, root: Path, variant: str = "student") -> str:
+    """The handout as one standalone, printable HTML page."""
+    return _html_of(_handout_view(assignment, root, variant), root)
+
+
+def _markdown_of(view: dict, root: Path) -> str:
     text = _environment(root, html=False).get_template(TEMPLATES["markdown"]).render(**view)
     # Template control blocks leave runs of blank lines; one is enough.
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-def render_html(assignment: Assignment, root: Path, variant: str = "student") -> str:
-    """The handout as one standalone, printable HTML page."""
-    view = _handout_view(assignment, root, variant)
+def _html_of(view: dict, root: Path) -> str:
     return _environment(root, html=True).get_template(TEMPLATES["html"]).render(**view)
 
 
@@ -406,11 +416,10 @@ def render_pdf(html: str, path: Path) -> None:
 def write_handouts(assignment: Assignment, root: Path, out_dir: Path, variant: str = "student") -> dict:
     """Writes handout.md, handout.html and handout.pdf (handout-ta.* for the
     TA edition) into `out_dir`; returns {"markdown", "html", "pdf"} -> path."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     # Rendered before anything is written: a missing input leaves no half-written handout.
-    markdown = render_markdown(assignment, root, variant)
-    html = render_html(assignment, root, variant)
+    view = _handout_view(assignment, root, variant)
+    markdown = _markdown_of(view, root)
+    html = _html_of(view, root)
     stem = OUTPUT_STEMS[variant]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

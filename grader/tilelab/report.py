@@ -459,11 +459,10 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
     correctness_note = ", ".join(correctness_words) if correctness_ran and correctness_words else "not run"
     correctness_cell = f"{fmt_points(part.correctness_score)} / {fmt_points(part.correctness_max)} ({correctness_note})"
 
-    speed_stage = by_name.get("speed")
     if part.speed is not None:
         speed_note = f"{fmt_gflops(part.speed.gflops)} GFLOP/s"
     else:
-        speed_note = speed_stage["status_word"] if speed_stage else "not run"
+        speed_note = by_name["speed"]["status_word"]
     speed_cell = f"{fmt_points(part.speed_score)} / {fmt_points(part.speed_max)} ({speed_note})"
 
     # Public all pass, hidden some fail: the student cannot see which, so say
@@ -496,7 +495,7 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
         "hidden": hidden,
         "hidden_advice": hidden_advice,
         "check_mode": result.mode == "check",
-        "speed_stage": speed_stage,
+        "speed_stage": by_name["speed"],
         "speed_rows": _speed_rows(part.speed, part, staff) if part.speed is not None else [],
         "speed_verdict": _speed_verdict(part.speed) if part.speed is not None else "",
         "speed_flags": [redact(str(f)) for f in part.speed.flags] if part.speed is not None else [],
@@ -637,16 +636,22 @@ def markdown_environment(template_dir: Path, html: bool) -> jinja2.Environment:
 
 def render_markdown(result: GradeResult, audience: str = "student") -> str:
     """The report as Markdown (GitHub and Gradescope flavour)."""
-    view = _report_view(result, audience)
-    text = markdown_environment(TEMPLATE_DIR, html=False).get_template("report.md.j2").render(**view)
-    # Template control blocks leave runs of blank lines; one is enough.
-    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+    return _markdown_of(_report_view(result, audience))
 
 
 def render_html(result: GradeResult, audience: str = "student", plot_file: Optional[str] = REPORT_FILES["plot"]) -> str:
     """The report as one standalone HTML page; the roofline plot, when given,
     is referenced by its file name relative to the page."""
-    view = _report_view(result, audience)
+    return _html_of(_report_view(result, audience), plot_file)
+
+
+def _markdown_of(view: dict) -> str:
+    text = markdown_environment(TEMPLATE_DIR, html=False).get_template("report.md.j2").render(**view)
+    # Template control blocks leave runs of blank lines; one is enough.
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def _html_of(view: dict, plot_file: Optional[str]) -> str:
     return markdown_environment(TEMPLATE_DIR, html=True).get_template("report.html.j2").render(**view, plot_file=plot_file)
 
 
@@ -769,10 +774,11 @@ def write_reports(result: GradeResult, out_dir: Path, audience: str = "student")
     plotted = plot_roofline(result, plot_path)
     if plotted:
         written["plot"] = plot_path
+    view = _report_view(result, audience)
     markdown_path = out_dir / REPORT_FILES["markdown"]
-    markdown_path.write_text(render_markdown(result, audience), encoding="utf-8")
+    markdown_path.write_text(_markdown_of(view), encoding="utf-8")
     written["markdown"] = markdown_path
     html_path = out_dir / REPORT_FILES["html"]
-    html_path.write_text(render_html(result, audience, plot_file=plot_path.name if plotted else None), encoding="utf-8")
+    html_path.write_text(_html_of(view, plot_path.name if plotted else None), encoding="utf-8")
     written["html"] = html_path
     return written
