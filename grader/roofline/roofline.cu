@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device_buffer.h"
 #include "tilelab/exit_codes.h"
 #include "tilelab/part.h"
 
@@ -119,26 +120,6 @@ __global__ void tilelab_roofline_copy(const float4* __restrict__ src, float4* __
 
 // --- Measuring ---------------------------------------------------------------
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// Owns one cudaMalloc allocation. Freeing ignores errors: after a fault every
-// call fails and the process is about to end anyway.
-class DeviceAllocation {
- public:
-  explicit DeviceAllocation(size_t bytes) { TILELAB_CUDA_CHECK(cudaMalloc(&ptr_, bytes)); }
-  ~DeviceAllocation() { cudaFree(ptr_); }
-  DeviceAllocation(const DeviceAllocation&) = delete;
-  DeviceAllocation& operator=(const DeviceAllocation&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
 // Runs `launch` (one run's work, asynchronous) until kWarmupMs have passed,
 // then `runs` times between two events; returns each run's milliseconds.
 template <typename Launch>
@@ -174,7 +155,7 @@ std::vector<double> time_runs(int runs, Launch launch) {
 // highest.
 json rates(const std::vector<double>& ms, double units_per_run, const char* median_key, const char* max_key) {
   const double best_ms = *std::min_element(ms.begin(), ms.end());
-  return {{median_key, units_per_run / (median(ms) * 1e-3) / 1e9},
+  return {{median_key, units_per_run / (tilelab::median(ms) * 1e-3) / 1e9},
           {max_key, units_per_run / (best_ms * 1e-3) / 1e9},
           {"runs", ms.size()}};
 }
@@ -188,8 +169,8 @@ json measure_fma(const cudaDeviceProp& prop, int runs) {
   const uint64_t threads = uint64_t(blocks) * kFmaBlock;
   const double flop_per_run = 2.0 * double(threads) * kFmaTrips * kFmaUnroll * kFmaChains;
 
-  DeviceAllocation sink(threads * sizeof(float));
-  float* sink_ptr = static_cast<float*>(sink.get());
+  const tilelab::DeviceBuffer<float> sink(threads);
+  float* sink_ptr = sink.get();
   const std::vector<double> ms = time_runs(runs, [&] {
     tilelab_roofline_fma<<<blocks, kFmaBlock>>>(0.999f, 0.001f, -1.0f, kFmaTrips, sink_ptr);
   });
@@ -222,10 +203,10 @@ json measure_dram(const cudaDeviceProp& prop, int runs) {
   }
   const size_t count = buffer_bytes / sizeof(float4);
 
-  DeviceAllocation a(buffer_bytes);
-  DeviceAllocation b(buffer_bytes);
-  float4* a_ptr = static_cast<float4*>(a.get());
-  float4* b_ptr = static_cast<float4*>(b.get());
+  const tilelab::DeviceBuffer<float4> a(count);
+  const tilelab::DeviceBuffer<float4> b(count);
+  float4* a_ptr = a.get();
+  float4* b_ptr = b.get();
 
   const int blocks = static_cast<int>(std::min<size_t>((count + kCopyBlock - 1) / kCopyBlock, kMaxGridBlocks));
   // Written once so that the copies move ordinary data, not fresh allocations.

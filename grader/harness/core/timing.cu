@@ -13,13 +13,6 @@ namespace tilelab {
 
 using nlohmann::json;
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 namespace {
 
 // Upper bound on warm-up calls, so a slow part cannot stretch warm-up forever.
@@ -57,12 +50,10 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
   uint32_t* p_words = region.get() + guard;
   fill_bits(region.get(), region.size(), file.guard_bits);
 
-  int device = 0;
-  TILELAB_CUDA_CHECK(cudaGetDevice(&device));
-  int l2_bytes = 0;
-  TILELAB_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
   // Writing twice the L2's size evicts whatever the previous call left in it.
-  const size_t flush_bytes = t.flush_l2 ? std::max<size_t>(size_t(2) * l2_bytes, size_t(8) << 20) : 0;
+  // (`given` is the device's own properties but for the shared-memory and
+  // thread limits a case may lower.)
+  const size_t flush_bytes = t.flush_l2 ? std::max<size_t>(size_t(2) * given.l2CacheSize, size_t(8) << 20) : 0;
   DeviceBuffer<unsigned char> flush(flush_bytes);
   DeviceBuffer<uint32_t> samples(static_cast<size_t>(t.samples));
 

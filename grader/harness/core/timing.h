@@ -28,6 +28,4 @@ struct TimingOutcome {
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartBinding& part,
                          const cudaDeviceProp& given);
 
-double median(std::vector<double> values);
-
 }  // namespace tilelab
