@@ -23,12 +23,12 @@ import csv
 import dataclasses
 import datetime as dt
 import hashlib
+import io
 import json
 import math
 import os
 import queue
 import re
-import secrets
 import shlex
 import shutil
 import subprocess
@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .assignment import Assignment, AssignmentError, load_assignment
+from .atomic import write_atomically
 from .gpu_lock import GpuLock
+from .grade import build_jobs_each, fresh_seed
 from .gradescope import error_results
 from .paths import ASSIGNMENT_FILE, missing_tools
 from .sandbox import Sandbox, SandboxError, sandbox_for_this_process
@@ -56,7 +58,7 @@ DEFAULT_JOBS = 2
 # dash (".", "..", hidden directories, options).
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@-]{0,127}")
 # Names of what batch itself writes into OUT: a student may not take them.
-_RESERVED = {GRADEBOOK_FILE, GRADEBOOK_FILE + ".tmp", SLURM_LOGS}
+_RESERVED = {GRADEBOOK_FILE, SLURM_LOGS}
 _GRADER_ERROR_TEST = error_results("")["tests"][0]["name"]
 # Paths written into #SBATCH lines and apptainer --bind specs, where quoting
 # does not help: ':' and ',' separate bind specs, whitespace ends a directive.
@@ -330,9 +332,7 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
     seconds = round(time.monotonic() - clock, 1)
     marker = {"submission_sha256": digest, "seed": seed, "seconds": seconds,
               "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    tmp = out / (DONE_FILE + ".tmp")
-    tmp.write_text(json.dumps(marker, indent=2) + "\n")
-    os.replace(tmp, out / DONE_FILE)  # last: its presence means every output above is whole
+    write_atomically(out / DONE_FILE, json.dumps(marker, indent=2) + "\n")  # last: its presence means every output above is whole
     return collect_row(student.name, out, ctx["part_ids"])
 
 
@@ -351,16 +351,15 @@ def _student_cell(name: str) -> str:
 
 def write_gradebook(path: Path, rows: list, part_ids: list) -> None:
     """Header first, one row per student; replaced whole, never half-written."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "total", "max", *part_ids, "questions", "seed", "status", "seconds"])
-        for r in rows:
-            writer.writerow([_student_cell(r.student), _cell(r.total), _cell(r.max),
-                             *(_cell(r.parts.get(p)) for p in part_ids), _cell(r.questions),
-                             "" if r.seed is None else r.seed, r.status,
-                             "" if r.seconds is None else f"{r.seconds:.1f}"])
-    os.replace(tmp, path)
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["student", "total", "max", *part_ids, "questions", "seed", "status", "seconds"])
+    for r in rows:
+        writer.writerow([_student_cell(r.student), _cell(r.total), _cell(r.max),
+                         *(_cell(r.parts.get(p)) for p in part_ids), _cell(r.questions),
+                         "" if r.seed is None else r.seed, r.status,
+                         "" if r.seconds is None else f"{r.seconds:.1f}"])
+    write_atomically(path, text.getvalue())
 
 
 def gradebook_only(class_dir: Path, out_dir: Path, *, root: Path) -> BatchSummary:
@@ -536,15 +535,13 @@ def run_batch(
     part_ids = [p.id for p in assignment.parts]
     ctx = {"root": root, "build_dir": build_dir, "answer_key": Path(answer_key).resolve() if answer_key else None,
            "part_ids": part_ids,
-           # Each worker's builds get their share of the CPUs.
-           "build_jobs": max(1, (os.cpu_count() or 2) // len(workers))}
+           "build_jobs": build_jobs_each(len(workers))}
     out_dir.mkdir(parents=True, exist_ok=True)
     gradebook = out_dir / GRADEBOOK_FILE
 
     students = find_students(class_dir)
     rows: dict = {}
     todo: "queue.Queue" = queue.Queue()
-    resumed = 0
     for s in students:
         if s.problem:
             rows[s.name] = Row(s.name, s.problem)
@@ -558,12 +555,11 @@ def run_batch(
             continue
         if not force and _already_graded(out_dir / s.name, digest, seed):
             rows[s.name] = dataclasses.replace(collect_row(s.name, out_dir / s.name, part_ids), resumed=True)
-            resumed += 1
             continue
         rows[s.name] = Row(s.name, NOT_YET)
         # Without --seed every submission gets its own fresh seed, chosen here
         # so that the gradebook has it even when the grader fails.
-        todo.put((s, digest, seed if seed is not None else secrets.randbits(40)))
+        todo.put((s, digest, seed if seed is not None else fresh_seed()))
 
     def book() -> None:
         write_gradebook(gradebook, [rows[s.name] for s in students], part_ids)
@@ -572,6 +568,7 @@ def run_batch(
     total = todo.qsize()
     where = (", ".join(w.label for w in workers) if gpus else
              f"{len(workers)} worker{'s' if len(workers) != 1 else ''}, no GPU (GPU stages not run)")
+    resumed = sum(r.resumed for r in rows.values())
     log(f"tilelab batch: {total} to grade, {resumed} already graded, on {where}")
 
     finished: "queue.Queue" = queue.Queue()

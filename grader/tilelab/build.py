@@ -31,12 +31,15 @@ MAX_KEPT_LINES = 400
 
 @dataclass
 class PartBuild:
-    ok: bool
-    failed_step: Optional[str]  # "compile", "audit", "link" or "configure"
+    failed_step: Optional[str]  # "compile", "audit" or "link"; None when it built
     summary: str
     details: str
     binary: Optional[Path]
     seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_step is None
 
 
 def compiler_messages(log: str, max_lines: int = MAX_KEPT_LINES) -> str:
@@ -100,9 +103,6 @@ class SubmissionBuild:
             self.sandbox.own(self.tree)
         return done.exit_code == 0
 
-    def _env(self) -> Optional[dict]:
-        return self.sandbox.env(self.tree) if self.sandbox is not None else None
-
     def seal(self) -> None:
         """After the build: the tree becomes the grader's, so code run later
         (another part's harness) cannot replace a binary."""
@@ -127,29 +127,29 @@ class SubmissionBuild:
         compiled = self._build_target(f"{target}_object", timeout_s)
         seconds = compiled.seconds
         if compiled.timed_out:
-            return PartBuild(False, "compile", f"compiling {part.file} took longer than {timeout_s:.0f} s",
+            return PartBuild("compile", f"compiling {part.file} took longer than {timeout_s:.0f} s",
                              "", None, seconds)
         if compiled.exit_code != 0:
-            return PartBuild(False, "compile", f"{part.file} does not compile",
+            return PartBuild("compile", f"{part.file} does not compile",
                              compiler_messages(compiled.output), None, seconds)
         audit = audit_object(self._object_file(part))
         if not audit.ok:
-            return PartBuild(False, "audit", audit.summary, audit.details, None, seconds)
+            return PartBuild("audit", audit.summary, audit.details, None, seconds)
         linked = self._build_target(target, timeout_s)
         seconds += linked.seconds
         if linked.exit_code != 0 or linked.timed_out:
             return PartBuild(
-                False, "link",
+                "link",
                 f"{part.file} compiles but does not link: is {part.launcher} declared exactly as the contract says?",
                 compiler_messages(linked.output), None, seconds,
             )
         binary = self.tree / "submission" / part.id
-        return PartBuild(True, None, f"{part.file} compiled and linked", "", binary, seconds)
+        return PartBuild(None, f"{part.file} compiled and linked", "", binary, seconds)
 
     def _build_target(self, target: str, timeout_s: float) -> process.Completed:
         # One make process per target: parallel parts do not share a job
         # server, and a part that takes forever to compile stops only itself.
-        env = self._env() if self.sandbox is not None else dict(os.environ)
+        env = self.sandbox.env(self.tree) if self.sandbox is not None else dict(os.environ)
         env["MAKEFLAGS"] = ""
         return process.run([_cmake(), "--build", self.tree, "--target", target], timeout_s, env=env,
                            sandbox=self.sandbox)

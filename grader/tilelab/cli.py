@@ -9,6 +9,7 @@ import click
 
 from . import starter as starter_mod
 from .assignment import AssignmentError, load_assignment
+from .batch import DEFAULT_JOBS
 from .paths import ASSIGNMENT_FILE, find_root, missing_tools
 
 
@@ -105,7 +106,7 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
               help="One input seed for every submission and every rerun (default: a fresh one each).")
 @click.option("--gpus", default=None, help="GPUs to grade on, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else all "
                                            "that nvidia-smi -L lists); one worker each.")
-@click.option("--jobs", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--jobs", type=click.IntRange(min=1), default=DEFAULT_JOBS, show_default=True,
               help="Workers when there is no GPU (with GPUs: one per GPU).")
 @click.option("--force", is_flag=True, help="Grade again what an earlier run already graded.")
 @click.option("--answer-key", type=click.Path(dir_okay=False), default=None,

@@ -19,11 +19,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import tempfile
 import math
 import os
 import secrets
 import shutil
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -33,6 +33,7 @@ from typing import Callable, Optional
 
 from . import process, roofline
 from .answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
+from .atomic import write_atomically
 from .assignment import Assignment, Part, load_assignment
 from .build import SubmissionBuild
 from .dist import public_assignment_text
@@ -44,14 +45,22 @@ from .paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, answer_key_path, missing_
 from .runner import exit_codes, run_harness, verify, write_cases
 from .sandbox import Sandbox, preflight, sandbox_for_this_process
 from .sanitizer import run_sanitizer
-from .scoring import (IMPOSSIBLE_FRACTION, case_points, gflops, matmul_flop, scoring_time, speed_fraction,
-                      speed_target)
-from .static_checks import check_source, kernel_names
+from .scoring import IMPOSSIBLE_FRACTION, case_points, gflops, matmul_flop, scoring_time, speed_target
+from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
+
+
+def fresh_seed() -> int:
+    """A new input seed for an autograder grading."""
+    return secrets.randbits(40)
+
+
+def build_jobs_each(gradings: int) -> int:
+    """Compiler jobs each of `gradings` side-by-side gradings gets: a share of the CPUs."""
+    return max(1, (os.cpu_count() or 2) // gradings)
 NO_GPU = "not run: no CUDA device on this machine"
-# Where the answer key is looked for, under the project root, unless
-# GradeOptions.answer_key names it: the course checkout, the autograder zip.
+NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
 
 
 @dataclass
@@ -64,7 +73,7 @@ class GradeOptions:
     parts: tuple = ()  # only these parts (default: all)
     sanitizers: bool = True
     timing: bool = True
-    jobs: int = max(1, (os.cpu_count() or 2))
+    jobs: int = field(default_factory=lambda: build_jobs_each(1))
     refresh_roofline: bool = False
     progress: Callable[[str], None] = field(default=lambda message: None)
     gpu_lock: GpuLock = field(default_factory=GpuLock)  # shared with gradings running beside this one
@@ -82,10 +91,13 @@ class _Part:
     source: Path
     kernels: set = field(default_factory=set)
     binary: Optional[Path] = None
-    harness_result: Optional[dict] = None
-    cases_all_passed: bool = False
+    harness_result: dict = field(default_factory=dict)  # the launch records of the correctness runs
     work_elsewhere: bool = False  # the launch checks found work done outside the part's kernels
     hidden_names: dict = field(default_factory=dict)  # name in the case file -> real case name
+
+    @property
+    def cases_all_passed(self) -> bool:
+        return all(c.passed for c in self.result.cases)
 
     def stage(self, name: str) -> Stage:
         return self.result.stages[name]
@@ -106,7 +118,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     assignment = load_assignment(opt.root / ASSIGNMENT_FILE)
     parts = [] if opt.answers_only else [p for p in assignment.parts if not opt.parts or p.id in opt.parts]
-    seed = opt.seed if opt.seed is not None else (CHECK_SEED if opt.mode == "check" else secrets.randbits(40))
+    seed = opt.seed if opt.seed is not None else (CHECK_SEED if opt.mode == "check" else fresh_seed())
     sets = ("public", "hidden") if opt.mode == "grade" else ("public",)
     missing = missing_tools(opt.build_dir)
     if missing:
@@ -142,7 +154,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             found = check_source(s.source, s.part)
             s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=found.hints)
             if found.ok:
-                s.kernels = kernel_names(s.source.read_text(encoding="utf-8"))
+                s.kernels = found.kernels
             else:
                 s.skip_from("build", "not run: the static checks failed")
 
@@ -167,7 +179,10 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             opt.progress("compute-sanitizer")
             with timed("sanitizers"), opt.gpu_lock.shared():
                 _sanitizers(runnable, seed, work, assignment, opt)
-        if opt.timing:
+        if opt.timing and ceilings is None:
+            for s in runnable:
+                s.skip_from("speed", NO_CEILINGS)
+        elif opt.timing:
             opt.progress("speed")
             with timed("speed"), opt.gpu_lock.exclusive():
                 for s in runnable:
@@ -195,7 +210,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         submission=str(submission),
         seed=seed,
         gpu=gpu,
-        ceilings=_ceilings_dict(ceilings) if ceilings else None,
+        ceilings=ceilings.summary() if ceilings else None,
         parts=[s.result for s in states],
         started=started,
         seconds=round(time.monotonic() - clock, 3),
@@ -232,7 +247,7 @@ def _secrets(opt: GradeOptions, assignment: Assignment) -> list:
     """Files student code must not read: the key, the full assignment, the solutions."""
     paths = [opt.root / ASSIGNMENT_FILE, opt.root / "solutions"]
     paths += [opt.answer_key] if opt.answer_key else [opt.root / place for place in ANSWER_KEY_PLACES]
-    return [p for p in paths if p is not None]
+    return paths
 
 
 def _private_name(name: str) -> str:
@@ -258,11 +273,6 @@ def _work_dir(opt: GradeOptions, sandbox: Sandbox) -> Path:
     return work
 
 
-def _ceilings_dict(c) -> dict:
-    return {"device_name": c.device_name, "device_uuid": c.device_uuid, "fp32_gflops": round(c.fp32_gflops, 1),
-            "dram_gbps": round(c.dram_gbps, 1), "ridge": round(c.ridge, 2), "measured_at": c.measured_at}
-
-
 def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
     result = PartResult(
         id=part.id,
@@ -284,22 +294,26 @@ def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
 
 
 def _probe_gpu(tool: Path, opt: GradeOptions, notes: list):
-    """The device facts and its measured ceilings, or (None, None) without a GPU."""
-    # The probe measures the GPU the sandboxed runs will use (Sandbox.extra_env).
-    probe = process.run([tool, "--device"], 60, env={**os.environ, **opt.sandbox.extra_env})
-    if probe.exit_code != 0:
+    """The device facts and its measured ceilings: (None, None) without a
+    usable GPU, (device, None) when only the ceilings could not be had."""
+    # The probe asks about the GPU the sandboxed runs will use (Sandbox.extra_env).
+    env = {**os.environ, **opt.sandbox.extra_env}
+    try:
+        gpu = roofline.device_info(tool, 60, env)
+    except roofline.NoDevice:
         notes.append("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, "
                      "speed) did not run, and score nothing.")
         return None, None
-    try:
-        gpu = json.loads(probe.stdout)
-    except ValueError:
-        notes.append("The GPU probe returned no readable answer: GPU stages did not run.")
+    except roofline.RooflineError as e:
+        notes.append(f"The GPU probe failed ({e}): the GPU stages did not run.")
         return None, None
-    # Measured (once per GPU, then cached) with the GPU to itself.
-    with opt.gpu_lock.exclusive():
-        ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline,
-                                         env={**os.environ, **opt.sandbox.extra_env})
+    try:
+        # Measured (once per GPU, then cached) with the GPU to itself.
+        with opt.gpu_lock.exclusive():
+            ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline, env=env, device=gpu)
+    except roofline.RooflineError as e:
+        notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
+        return gpu, None
     return gpu, ceilings
 
 
@@ -425,7 +439,7 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
             continue
         case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{set_name}"),
                                 seed + (7 if set_name == "hidden" else 0))
-        run = run_harness(s.binary, case_file, limit, sandbox=opt.sandbox)
+        run = run_harness(s.binary, case_file, limit, opt.sandbox)
         _staff_log(opt, f"{s.part.id}-{set_name}", run)
         verdict = verify(verify_tool, case_file)
         set_cases = _case_results(verdict, (set_name,), s.part, s.hidden_names)
@@ -436,14 +450,13 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
         seconds += run.seconds
         printed += run.output_bytes
         if set_name == "public":
-            student_output = _excerpt(run.stdout + "\n" + run.stderr)
+            student_output = _excerpt(run.output)
         if failure == "timeout":
             break  # a part that hangs would hang again: the other set is not run
-    s.result.cases = [c for c in cases] + [c for c in s.result.cases
-                                           if c.name not in {x.name for x in cases} and c.set in sets]
+    ran = {c.name for c in cases}
+    s.result.cases = cases + [c for c in s.result.cases if c.name not in ran]
     s.harness_result = {"cases": [c for r in results for c in (r.get("cases") if isinstance(r.get("cases"), list)
                                                                else [])]}
-    s.cases_all_passed = all(c.passed for c in s.result.cases)
     summary = _case_list_summary(s.result.cases)
     if failure == "timeout":
         summary = f"the part did not finish within {limit:.0f} s; {summary}"
@@ -457,9 +470,6 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
 
 
 def _launch_checks(s: _Part) -> None:
-    if s.harness_result is None:
-        s.set("launch", "not_run", "not run: the correctness run left no launch records")
-        return
     try:
         check = check_launches(s.harness_result, s.part.file, s.kernels, s.part.shared_memory)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
@@ -485,8 +495,8 @@ def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, o
             jobs.append((s, tool, case_file))
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), opt.jobs))) as pool:
         runs = list(pool.map(lambda job: run_sanitizer(job[1], job[0].binary, job[2], limit, opt.sandbox), jobs))
-    for (s, tool, _), r in zip(jobs, runs):
-        s.set(tool, r.status, r.summary, r.details, r.seconds, r.hints)
+    for (s, tool, _), stage in zip(jobs, runs):
+        s.result.stages[tool] = stage
 
 
 def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
@@ -501,12 +511,12 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
     case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
                             timing=assignment.timing)
     limit = assignment.grading["time_limits"]["speed"]
-    run = run_harness(s.binary, case_file, limit, sandbox=sandbox)
-    verdict = verify(verify_tool, case_file)
+    run = run_harness(s.binary, case_file, limit, sandbox)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])
         return
+    verdict = verify(verify_tool, case_file)
     failed = [c for c in verdict["cases"] if not c["passed"]]
     if failed:
         reasons = "; ".join(failed[0]["reasons"])
@@ -520,7 +530,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         choice = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
         achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
         target = speed_target(ceilings, v["j"], v["k"], v["l"], s.part.speed_target, zero_below)
-        fraction = speed_fraction(achieved, target.full, zero_below)
+        fraction = target.fraction(achieved)
         flags = list(choice.flags)
         if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
             flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
@@ -563,6 +573,4 @@ def _score(s: _Part) -> None:
 
 
 def write_detailed_json(result: GradeResult, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2))
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(result.to_dict(), indent=2))

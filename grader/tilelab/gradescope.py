@@ -23,10 +23,10 @@ holds the traceback for staff.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from .answers import AnswersResult
+from .atomic import write_atomically
 from .assignment import Assignment
 from .model import STAGE_TITLES, STAGES, GradeResult, PartResult
 from .report import md_text
@@ -371,6 +371,4 @@ def student_visible_text(doc: dict) -> str:
 def write_results(doc: dict, path: Path) -> None:
     """Writes the file whole or not at all (a half-written results.json reads as an autograder failure)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False))
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(doc, indent=2, allow_nan=False))

@@ -46,6 +46,11 @@ class Completed:
     stopped: Optional[str] = None  # why the grader stopped it early, other than the time limit
 
     @property
+    def output_bytes(self) -> int:
+        """All it printed, on both streams."""
+        return self.stdout_bytes + self.stderr_bytes
+
+    @property
     def output(self) -> str:
         """stdout and stderr together, for showing."""
         parts = [p for p in (self.stdout.rstrip(), self.stderr.rstrip()) if p]
@@ -97,12 +102,10 @@ def clip_lines(lines: list, head: int, tail: int = 0) -> list:
     return lines[:head] + [f"[... {cut} {'more ' if not tail else ''}lines not shown ...]"] + lines[len(lines) - tail:]
 
 
-def _child_limits(file_size_limit: Optional[int]) -> None:
-    # Runs in the child between fork and exec: no core dumps (they can be
-    # gigabytes for a CUDA process), and optionally a cap on file sizes.
+def _no_core_dumps() -> None:
+    # Runs in the child between fork and exec: core dumps of a CUDA process
+    # can be gigabytes. (A sandbox sets its limits, file size included, with prlimit.)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if file_size_limit is not None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
 
 
 def _dir_bytes(path: Path) -> int:
@@ -165,7 +168,6 @@ def run(
     timeout_s: float,
     cwd: Optional[Path] = None,
     env: Optional[dict] = None,
-    file_size_limit: Optional[int] = None,
     sandbox: "Optional[Sandbox]" = None,
     watch_dir: Optional[Path] = None,
 ) -> Completed:
@@ -182,8 +184,7 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        # A sandbox sets its limits with prlimit; other commands get them here.
-        preexec_fn=None if sandbox is not None else (lambda: _child_limits(file_size_limit)),
+        preexec_fn=None if sandbox is not None else _no_core_dumps,
     )
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     timed_out = False

@@ -18,11 +18,12 @@ import math
 import os
 import re
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
+
+from .atomic import write_atomically
 
 TOOL_NAME = "tilelab-roofline"
 REPORT_VERSION = 1
@@ -47,6 +48,10 @@ class RooflineError(RuntimeError):
     """The ceilings could not be measured, or what came back cannot be trusted."""
 
 
+class NoDevice(RooflineError):
+    """The tool sees no CUDA device."""
+
+
 @dataclass(frozen=True)
 class Ceilings:
     device_name: str
@@ -66,6 +71,12 @@ class Ceilings:
         if not intensity >= 0:
             raise ValueError(f"arithmetic intensity must be a non-negative number, not {intensity!r}")
         return min(self.fp32_gflops, intensity * self.dram_gbps)
+
+    def summary(self) -> dict:
+        """What a grading records of the ceilings it was scored against."""
+        return {"device_name": self.device_name, "device_uuid": self.device_uuid,
+                "fp32_gflops": round(self.fp32_gflops, 1), "dram_gbps": round(self.dram_gbps, 1),
+                "ridge": round(self.ridge, 2), "measured_at": self.measured_at}
 
     def to_dict(self) -> dict:
         return {
@@ -95,7 +106,8 @@ class Ceilings:
             raise RooflineError(f"missing key {e}") from None
         if not isinstance(ceilings.raw, dict):
             raise RooflineError("'raw' is not a JSON object")
-        _check_plausible(ceilings.device_uuid, ceilings.fp32_gflops, ceilings.dram_gbps)
+        _checked_uuid(ceilings.device_uuid)
+        _check_plausible(ceilings.fp32_gflops, ceilings.dram_gbps)
         try:
             datetime.fromisoformat(ceilings.measured_at.replace("Z", "+00:00"))
         except ValueError:
@@ -118,9 +130,13 @@ def _number(data: dict, key: str) -> float:
     return float(value)
 
 
-def _check_plausible(uuid: str, fp32_gflops: float, dram_gbps: float) -> None:
+def _checked_uuid(uuid: str) -> str:
     if not _UUID_PATTERN.match(uuid):
         raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
+    return uuid
+
+
+def _check_plausible(fp32_gflops: float, dram_gbps: float) -> None:
     for what, value, limit, unit in (
         ("FP32 FMA rate", fp32_gflops, MAX_PLAUSIBLE_FP32_GFLOPS, "GFLOP/s"),
         ("DRAM bandwidth", dram_gbps, MAX_PLAUSIBLE_DRAM_GBPS, "GB/s"),
@@ -147,9 +163,7 @@ def _device_uuid(device: dict) -> str:
         uuid = _string(device, "uuid")
     except KeyError:
         raise RooflineError(f"{TOOL_NAME} device object has no 'uuid'") from None
-    if not _UUID_PATTERN.match(uuid):
-        raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
-    return uuid
+    return _checked_uuid(uuid)
 
 
 def ceilings_from_report(report: dict, measured_at: Optional[str] = None) -> Ceilings:
@@ -171,8 +185,8 @@ def ceilings_from_report(report: dict, measured_at: Optional[str] = None) -> Cei
     except KeyError as e:
         raise RooflineError(f"{TOOL_NAME} report lacks {e}") from None
     uuid = _device_uuid(device)
-    _check_plausible(uuid, fp32_median, dram_median)
-    _check_plausible(uuid, fp32_max, dram_max)
+    _check_plausible(fp32_median, dram_median)
+    _check_plausible(fp32_max, dram_max)
     if fp32_max < fp32_median or dram_max < dram_median:
         raise RooflineError(f"{TOOL_NAME} report has a maximum below its median")
     if fma_runs < 1 or dram_runs < 1 or flop_per_run <= 0 or bytes_per_run <= 0:
@@ -211,7 +225,7 @@ def _run_tool(tool: Path, args: list, timeout_s: float, env: Optional[dict] = No
         raise RooflineError(f"cannot run {tool}: {e}") from None
     stderr = proc.stderr.strip()[-_STDERR_TAIL_CHARS:]
     if proc.returncode == EXIT_NO_DEVICE:
-        raise RooflineError(f"no CUDA device: the GPU ceilings cannot be measured here ({stderr or 'no message'})")
+        raise NoDevice(f"no CUDA device: the GPU ceilings cannot be measured here ({stderr or 'no message'})")
     if proc.returncode != 0:
         raise RooflineError(f"{tool} {' '.join(args)} failed with exit status {proc.returncode}: {stderr or 'no message'}")
     return proc.stdout
@@ -244,9 +258,7 @@ def cache_dir() -> Path:
 
 
 def cache_file(uuid: str) -> Path:
-    if not _UUID_PATTERN.match(uuid):
-        raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
-    return cache_dir() / f"roofline-{uuid}.json"
+    return cache_dir() / f"roofline-{_checked_uuid(uuid)}.json"
 
 
 def load_cached(uuid: str) -> Optional[Ceilings]:
@@ -266,26 +278,15 @@ def save(ceilings: Ceilings) -> Path:
     """Writes the cache file for the ceilings' GPU; readers never see half a file."""
     path = cache_file(ceilings.device_uuid)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(ceilings.to_dict(), f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        try:
-            os.unlink(temp_name)
-        except OSError:
-            pass
-        raise
+    write_atomically(path, json.dumps(ceilings.to_dict(), indent=2) + "\n")
     return path
 
 
-def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120, env: Optional[dict] = None) -> Ceilings:
-    """This GPU's ceilings: from the cache, or measured (and cached) when there are none or on refresh."""
-    uuid = _device_uuid(device_info(tool, timeout_s, env))
+def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120, env: Optional[dict] = None,
+                 device: Optional[dict] = None) -> Ceilings:
+    """This GPU's ceilings: from the cache, or measured (and cached) when there are none or on refresh.
+    `device` is what device_info returned, when the caller has already asked."""
+    uuid = _device_uuid(device if device is not None else device_info(tool, timeout_s, env))
     if not refresh:
         cached = load_cached(uuid)
         if cached is not None:

@@ -9,6 +9,7 @@ harness's human-readable output.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from dataclasses import dataclass
@@ -21,22 +22,10 @@ if TYPE_CHECKING:
     from .sandbox import Sandbox
 from .assignment import Case, Part
 
-# No file the harness writes (outputs, its result JSON) needs more: a part
-# that writes more is stopped (SIGXFSZ) instead of filling the disk.
-HARNESS_FILE_LIMIT = 1 << 30
-
 
 @dataclass
-class HarnessRun:
-    exit_code: Optional[int]  # None when killed (time limit or signal)
-    signal: Optional[int]  # the signal that killed it, if one did
-    timed_out: bool
-    stopped: Optional[str]  # why the grader stopped it early (a disk limit), if it did
-    seconds: float
-    stdout: str  # head and tail only
-    stderr: str
-    output_bytes: int  # all it printed
-    result: Optional[dict]  # the harness's result JSON, if it wrote a readable one
+class HarnessRun(process.Completed):
+    result: Optional[dict] = None  # the harness's result JSON, if it wrote a readable one
 
 
 def case_entry(name: str, case: Case, part: Part, seed: int, workdir: Path, timing: Optional[dict]) -> dict:
@@ -81,39 +70,25 @@ def write_cases(
     return path
 
 
-def run_harness(binary: Path, case_file: Path, timeout_s: float, wrapper: Sequence = (),
-                sandbox: "Optional[Sandbox]" = None) -> HarnessRun:
+def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
+                wrapper: Sequence = ()) -> HarnessRun:
     """Runs a harness on a case file; `wrapper` prefixes the command (compute-sanitizer).
-    With a sandbox, the case file's directory becomes the run's own (see Sandbox.own)
-    and is taken back before its results are read."""
+    The case file's directory becomes the run's own (see Sandbox.own), watched
+    for its disk quota, and is taken back before its results are read."""
     run_dir = case_file.parent
     result_path = run_dir / "result.json"
     if result_path.exists():
         result_path.unlink()
-    if sandbox is not None:
-        sandbox.own(run_dir)
-    done = process.run([*wrapper, binary, case_file], timeout_s, cwd=run_dir,
-                       file_size_limit=HARNESS_FILE_LIMIT, sandbox=sandbox,
-                       watch_dir=run_dir if sandbox is not None else None)
-    if sandbox is not None:
-        sandbox.reclaim(run_dir)
+    sandbox.own(run_dir)
+    done = process.run([*wrapper, binary, case_file], timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir)
+    sandbox.reclaim(run_dir)
     result = None
     if result_path.exists():
         try:
             result = json.loads(result_path.read_text())
         except (ValueError, UnicodeDecodeError):
             result = None  # written by the process that runs student code: may be anything
-    return HarnessRun(
-        exit_code=done.exit_code,
-        signal=done.signal,
-        timed_out=done.timed_out,
-        stopped=done.stopped,
-        seconds=done.seconds,
-        stdout=done.stdout,
-        stderr=done.stderr,
-        output_bytes=done.stdout_bytes + done.stderr_bytes,
-        result=result if isinstance(result, dict) else None,
-    )
+    return HarnessRun(**dataclasses.asdict(done), result=result if isinstance(result, dict) else None)
 
 
 def verify(verify_binary: Path, case_file: Path) -> dict:

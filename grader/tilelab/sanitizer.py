@@ -11,23 +11,18 @@ report shows the sanitizer's own first lines, unparsed.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .model import Stage
 from .process import clip_lines
 from .runner import run_harness
 
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
+
 SANITIZER_ERROR_EXIT = 86  # any code the harness itself never uses
 MAX_REPORT_LINES = 40
-
-
-@dataclass
-class SanitizerRun:
-    status: str  # "passed", "failed", "not_run"
-    summary: str
-    details: str = ""
-    seconds: float = 0.0
-    hints: list = field(default_factory=list)
 
 
 def sanitizer_path() -> str:
@@ -54,25 +49,25 @@ HINTS = {
 }
 
 
-def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sandbox=None) -> SanitizerRun:
+def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox") -> Stage:
+    """The part's `tool` stage (memcheck or racecheck)."""
     exe = sanitizer_path()
     if not exe:
-        return SanitizerRun("not_run", "compute-sanitizer is not installed here")
+        return Stage(tool, "not_run", "compute-sanitizer is not installed here")
     wrapper = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_ERROR_EXIT), "--print-limit", "20"]
     if tool == "racecheck":
         wrapper += ["--racecheck-report", "analysis"]
-    run = run_harness(binary, case_file, timeout_s, wrapper=wrapper, sandbox=sandbox)
-    output = run.stdout + "\n" + run.stderr
+    run = run_harness(binary, case_file, timeout_s, sandbox, wrapper=wrapper)
+    seconds = round(run.seconds, 3)
     if run.timed_out:
-        return SanitizerRun("not_run", f"{tool} did not finish within {timeout_s:.0f} s: not verified",
-                            report_excerpt(output), run.seconds)
+        return Stage(tool, "not_run", f"{tool} did not finish within {timeout_s:.0f} s: not verified",
+                     report_excerpt(run.output), seconds)
     if run.exit_code == SANITIZER_ERROR_EXIT:
-        return SanitizerRun("failed", f"{tool} reported errors", report_excerpt(output), run.seconds,
-                            [HINTS[tool]])
+        return Stage(tool, "failed", f"{tool} reported errors", report_excerpt(run.output), seconds, [HINTS[tool]])
     if run.exit_code == 0:
-        return SanitizerRun("passed", f"{tool}: no errors", "", run.seconds)
+        return Stage(tool, "passed", f"{tool}: no errors", "", seconds)
     # The part failed in a way the sanitizer did not flag (a TODO stub, a
     # crash on the host): the run says nothing about memory safety.
-    return SanitizerRun("not_run", f"{tool} could not check the part: the harness ended with exit "
-                                   f"{run.exit_code if run.exit_code is not None else 'signal ' + str(run.signal)}",
-                        report_excerpt(output), run.seconds)
+    return Stage(tool, "not_run", f"{tool} could not check the part: the harness ended with exit "
+                                  f"{run.exit_code if run.exit_code is not None else 'signal ' + str(run.signal)}",
+                 report_excerpt(run.output), seconds)

@@ -55,6 +55,15 @@ class SpeedTarget:
     full: float  # full speed points from here (target_fraction x bound)
     zero: float  # no speed points at or below this (zero_below x full)
 
+    def fraction(self, achieved: float) -> float:
+        """The share of the speed points `achieved` GFLOP/s earns: 0 at or
+        below `zero`, 1 at or above `full`, linear in between."""
+        if achieved >= self.full:
+            return 1.0
+        if achieved <= self.zero:
+            return 0.0
+        return (achieved - self.zero) / (self.full - self.zero)
+
 
 def speed_target(ceilings, j: int, k: int, l: int, target_fraction: float, zero_below: float) -> SpeedTarget:
     """The targets of a j x k x l multiplication on a GPU with these
@@ -63,16 +72,6 @@ def speed_target(ceilings, j: int, k: int, l: int, target_fraction: float, zero_
     bound = ceilings.bound(ai)
     full = target_fraction * bound
     return SpeedTarget(ai, bound, full, zero_below * full)
-
-
-def speed_fraction(achieved: float, target: float, zero_below: float) -> float:
-    """0 at or below zero_below x target, 1 at or above target, linear in between."""
-    zero = zero_below * target
-    if achieved >= target:
-        return 1.0
-    if achieved <= zero:
-        return 0.0
-    return (achieved - zero) / (target - zero)
 
 
 @dataclass

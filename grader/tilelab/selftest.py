@@ -16,7 +16,6 @@ Answers need no GPU: they are judged in full either way.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,7 @@ from typing import Callable, Optional
 import yaml
 
 from .answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
-from .grade import GradeOptions, grade
+from .grade import GradeOptions, build_jobs_each, grade
 from .gpu_lock import GpuLock
 from .sandbox import sandbox_for_this_process
 from .model import STAGES, GradeResult, PartResult
@@ -200,19 +199,27 @@ def _got(part: PartResult) -> str:
     return "pass" if part.speed_score >= part.speed_max else "slow"
 
 
+def _failing_as_expected(part: PartResult, failing: list, reason: Optional[str]) -> Optional[str]:
+    """Why the stages in `failing` are not all failed, one of them naming
+    `reason`; None when they are."""
+    st = part.stages
+    for s in failing:
+        if st[s].status != "failed":
+            return f"{s} should fail, it is {st[s].status}: {st[s].summary}"
+    if reason and not any(reason.lower() in " ".join([st[s].summary, st[s].details, *st[s].hints]).lower()
+                          for s in failing):
+        return f"no failing stage mentions {reason!r}"
+    return None
+
+
 def judge(part: PartResult, exp: Expectation, gpu: bool) -> tuple:
     """(ok, why) for one part of one hand-in."""
     st = part.stages
-    text_of = {n: " ".join([st[n].summary, st[n].details, *st[n].hints]).lower() for n in STAGES}
     if not gpu:
         gpu_free_failing = [s for s in exp.failing if s in GPU_FREE_STAGES]
         if gpu_free_failing:
-            for s in gpu_free_failing:
-                if st[s].status != "failed":
-                    return False, f"{s} should fail, it is {st[s].status}"
-            if exp.reason and not any(exp.reason.lower() in text_of[s] for s in gpu_free_failing):
-                return False, f"no failing stage mentions {exp.reason!r}"
-            return True, ""
+            why = _failing_as_expected(part, gpu_free_failing, exp.reason)
+            return why is None, why or ""
         for s in GPU_FREE_STAGES:
             if st[s].status != "passed":
                 return False, f"{s} should pass, it is {st[s].status}: {st[s].summary}"
@@ -230,13 +237,11 @@ def judge(part: PartResult, exp: Expectation, gpu: bool) -> tuple:
             return False, f"expected full correctness and partial speed, got {part.correctness_score:g} and " \
                           f"{part.speed_score:g}/{part.speed_max:g}"
     else:
-        for s in exp.failing:
-            if st[s].status != "failed":
-                return False, f"{s} should fail, it is {st[s].status}: {st[s].summary}"
+        why = _failing_as_expected(part, exp.failing, exp.reason)
+        if why:
+            return False, why
         if part.correctness_score >= part.correctness_max - 1e-9:
             return False, "expected lost correctness points, got them all"
-        if exp.reason and not any(exp.reason.lower() in text_of[s] for s in exp.failing):
-            return False, f"no failing stage mentions {exp.reason!r}"
     if exp.speed and _speed_class(part) != exp.speed:
         return False, f"expected speed {exp.speed}, measured {_speed_class(part)}"
     return True, ""
@@ -327,7 +332,7 @@ def run_selftest(
 
     def one(hand_in: HandIn) -> GradeResult:
         opt = GradeOptions(root=root, build_dir=build_dir, out_dir=out_dir / hand_in.name, mode="grade", seed=1,
-                           parts=tuple(e.part for e in hand_in.expectations), jobs=max(1, (os.cpu_count() or 2) // jobs),
+                           parts=tuple(e.part for e in hand_in.expectations), jobs=build_jobs_each(jobs),
                            gpu_lock=lock, answers_only=not hand_in.expectations, sandbox=sandbox)
         result = grade(hand_in.path, opt)
         write_reports(result, opt.out_dir, audience="student")

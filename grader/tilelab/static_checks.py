@@ -43,6 +43,7 @@ class StaticResult:
     summary: str = ""
     details: str = ""
     hints: list = field(default_factory=list)
+    kernels: set = field(default_factory=set)  # the __global__ functions a passing source defines
 
 
 def strip_comments_and_strings(text: str) -> str:
@@ -177,13 +178,14 @@ def check_source(path: Path, part: Part) -> StaticResult:
             f"{name} does not define {part.launcher}",
             hints=[f"The launcher must be declared exactly as: {part.declaration}"],
         )
-    if not kernel_names(text):
+    kernels = kernel_names(text)
+    if not kernels:
         return StaticResult(
             False,
             f"{name} defines no __global__ kernel",
             hints=["The work must run in a kernel of your own, launched by the launcher."],
         )
-    return StaticResult(True, f"{name}: {size} bytes, kernels: {', '.join(sorted(kernel_names(text)))}")
+    return StaticResult(True, f"{name}: {size} bytes, kernels: {', '.join(sorted(kernels))}", kernels=kernels)
 
 
 def audit_object(object_file: Path) -> StaticResult:

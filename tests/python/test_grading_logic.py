@@ -16,7 +16,7 @@ from tilelab.gpu_lock import GpuLock
 from tilelab.launch_checks import check_launches, kernel_base_name
 from tilelab.model import CaseResult
 from tilelab.roofline import Ceilings
-from tilelab.scoring import compulsory_bytes, intensity, scoring_time, speed_fraction, speed_target
+from tilelab.scoring import SpeedTarget, compulsory_bytes, intensity, scoring_time, speed_target
 from tilelab.selftest import Expectation, SelftestError, judge, load_hand_ins
 from tilelab.static_checks import check_source, kernel_names, strip_comments_and_strings
 
@@ -36,10 +36,10 @@ def test_intensity_of_the_timing_sizes():
 
 def test_speed_fraction_is_linear_between_zero_and_target():
     # H100 figures: tiled reference 9193 GFLOP/s, target 12% of 56000, zero at 60% of that.
-    target = 0.12 * 56000
-    assert speed_fraction(9193, target, 0.6) == 1.0
-    assert speed_fraction(5278, target, 0.6) == pytest.approx((5278 - 4032) / (6720 - 4032))  # naive as tiled
-    assert speed_fraction(4000, target, 0.6) == 0.0
+    target = SpeedTarget(intensity=682.67, bound=56000.0, full=0.12 * 56000, zero=0.6 * 0.12 * 56000)
+    assert target.fraction(9193) == 1.0
+    assert target.fraction(5278) == pytest.approx((5278 - 4032) / (6720 - 4032))  # naive as tiled
+    assert target.fraction(4000) == 0.0
 
 
 def test_speed_target_follows_the_roofline():

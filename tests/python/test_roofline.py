@@ -324,9 +324,34 @@ def test_get_ceilings_measures_again_over_a_corrupt_cache(tmp_path, cache):
 
 def test_get_ceilings_without_a_device_says_so(tmp_path, cache):
     tool = stand_in_tool(tmp_path, "print('tilelab-roofline: no CUDA device', file=sys.stderr)\nsys.exit(5)\n")
-    with pytest.raises(RooflineError, match="no CUDA device"):
+    with pytest.raises(roofline.NoDevice, match="no CUDA device"):
         roofline.get_ceilings(tool)
     assert not cache.exists()
+
+
+def test_get_ceilings_does_not_ask_again_for_a_device_it_is_given(tmp_path, cache):
+    tool = printing_tool(tmp_path, H100_REPORT)
+    device = roofline.device_info(tool)
+    assert roofline.get_ceilings(tool, device=device).device_uuid == H100_UUID
+    assert calls(tmp_path) == ["--device", "--runs 20"]
+
+
+def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tmp_path, cache):
+    # The tool names the GPU but its measurement fails: the GPU stages still
+    # run (the device is known), speed is not scored, and a note says why.
+    from types import SimpleNamespace
+
+    from tilelab.gpu_lock import GpuLock
+    from tilelab.grade import _probe_gpu
+
+    tool = stand_in_tool(tmp_path, (
+        f"if sys.argv[1:] == ['--device']: print(json.dumps({H100_REPORT['device']!r}))\n"
+        "else: print('tilelab-roofline: the FMA kernel failed', file=sys.stderr); sys.exit(3)\n"))
+    notes = []
+    opt = SimpleNamespace(sandbox=SimpleNamespace(extra_env={}), gpu_lock=GpuLock(), refresh_roofline=False)
+    gpu, ceilings = _probe_gpu(tool, opt, notes)
+    assert gpu["uuid"] == H100_UUID and ceilings is None
+    assert len(notes) == 1 and "ceilings could not be measured" in notes[0] and "FMA kernel failed" in notes[0]
 
 
 # --- the contract between the tool and this module --------------------------------
