@@ -40,6 +40,9 @@ AUDIENCES = ("student", "staff")
 DETAIL_LINE_CAP = 40
 # One line of output can be enormous (a macro expansion, a minified dump).
 DETAIL_LINE_WIDTH_CAP = 400
+# Tables of first wrong elements per case set: the first failing cases say
+# what is wrong; ten more tables of the same mistake bury the hints.
+ERROR_TABLE_CAP = 3
 
 STATUS_WORDS = {"passed": "passed", "failed": "failed", "not_run": "not run", "error": "grader error"}
 # Markdown has no colour, so each status gets its own symbol next to its word;
@@ -329,6 +332,18 @@ def _first_errors_view(case: CaseResult) -> Optional[dict]:
     }
 
 
+def _error_tables(cases: list) -> list:
+    """First-wrong-element tables of the first ERROR_TABLE_CAP failing cases,
+    keeping the first failing exact (small-integer) case among them: its
+    mismatches are an index or a bound, never rounding."""
+    failing = [c for c in cases if c.ran and not c.passed and c.first_errors]
+    shown = failing[:ERROR_TABLE_CAP]
+    exact = next((c for c in failing if c.exact), None)
+    if exact is not None and exact not in shown:
+        shown[-1] = exact
+    return [_first_errors_view(c) for c in shown]
+
+
 def _cases_view(cases: list, total: int = 0) -> dict:
     """Rows and counts of one case set. `total` may exceed the rows: cases
     that never ran (no GPU, a crash before them) may have no record."""
@@ -342,9 +357,11 @@ def _cases_view(cases: list, total: int = 0) -> dict:
     else:
         counts = f"{passed} of {total} passed{did_not_run}"
         short_counts = f"{passed} passed{did_not_run}"  # after "N hidden cases: "
+    errors = _error_tables(cases)
     return {
         "rows": [_case_view(c) for c in cases],
-        "errors": [v for v in (_first_errors_view(c) for c in cases) if v is not None],
+        "errors": errors,
+        "errors_left_out": sum(1 for c in cases if c.ran and not c.passed and c.first_errors) - len(errors),
         "total": total,
         "passed": passed,
         "failed": len(ran) - passed,

@@ -41,7 +41,7 @@ TEST(HarnessCommandLine, NoArgumentsIsAUsageError) {
 TEST(HarnessCaseFile, MissingFileIsABadCaseFile) {
   const ProcessResult r = run_process({naive_harness().string(), "/nonexistent/cases.json"}, 60);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kBadCaseFile));
-  EXPECT_NE(r.err.find("cannot open the case file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("case file /nonexistent/cases.json: cannot open"), std::string::npos) << r.err;
 }
 
 struct BadCase {

@@ -199,6 +199,32 @@ def test_failing_report_names_the_case_values_and_hint(result):
     assert "w17" in html and "4.12345679" in html and "exact (no error allowed)" in html
 
 
+def test_many_failing_cases_get_few_tables_and_the_exact_one_is_kept():
+    # A boundary kernel that fails every non-multiple of its tile (as a real
+    # one does): tables for the first failing cases and the exact case only.
+    part = boundary_part()
+    widths = (1, 2, 3, 15, 17, 31, 33, 63, 65)
+    part.cases = [square_case(w, passed=False, wrong=w * w, reasons=[f"{w * w} elements wrong"],
+                              first_errors=[ElementError(row=0, col=0, expected=1.5, got="0", allowed=1e-6)])
+                  for w in widths] + [
+        square_case(47, name="w47-int", passed=False, exact=True, wrong=2204, reasons=["2204 elements wrong"],
+                    first_errors=[ElementError(row=46, col=3, expected=112.0, got="104", allowed=0.0)])]
+    result = make_result(parts=[part])
+    md = section(render_markdown(result), "boundary")
+    tabled = re.findall(r"First wrong elements of `([\w-]+)`", md)
+    assert tabled == ["w1", "w2", "w47-int"]
+    assert "The wrong elements of 7 more failing cases are left out here" in md
+    html = render_html(result)
+    assert re.findall(r"First wrong elements of <code>([\w-]+)</code>", html) == tabled
+    assert "7 more failing cases are left out" in html
+
+
+def test_few_failing_cases_leave_nothing_out(result):
+    md = section(render_markdown(result), "boundary")
+    assert re.findall(r"First wrong elements of `([\w-]+)`", md) == ["w17", "w47-int"]
+    assert "left out here" not in md
+
+
 def test_student_reports_never_show_hidden_cases(result):
     for text in (render_markdown(result, "student"), render_html(result, "student")):
         for name in HIDDEN_FAILING + HIDDEN_PASSING + ("w7", "w63", "w65"):

@@ -1,6 +1,7 @@
 #include "case_file.h"
 
-#include <fstream>
+#include "json_io.h"
+
 #include <set>
 #include <sstream>
 
@@ -212,13 +213,12 @@ CaseFile parse_case_file(const json& doc, const std::filesystem::path& base_dir)
 }
 
 CaseFile load_case_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw CaseFileError(path.string() + ": cannot open the case file");
   json doc;
   try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw CaseFileError(path.string() + ": not valid JSON: " + e.what());
+    doc = read_json_file(path);
+  } catch (const IoError& e) {
+    // The harness reports a bad case file with its own exit code.
+    throw CaseFileError(std::string("case file ") + e.what());
   }
   CaseFile f = parse_case_file(doc, path.parent_path());
   f.path = path;
