@@ -44,7 +44,7 @@ from .atomic import write_atomically
 from .gpu_lock import GpuLock
 from .grade import build_jobs_each, fresh_seed
 from .gradescope import error_results
-from .paths import ASSIGNMENT_FILE, missing_tools
+from .paths import ASSIGNMENT_FILE, unbuilt_reason
 from .sandbox import Sandbox, SandboxError, sandbox_for_this_process
 
 DONE_FILE = ".done"
@@ -332,7 +332,8 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
     seconds = round(time.monotonic() - clock, 1)
     marker = {"submission_sha256": digest, "seed": seed, "seconds": seconds,
               "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    write_atomically(out / DONE_FILE, json.dumps(marker, indent=2) + "\n")  # last: its presence means every output above is whole
+    # Last: the marker's presence means every output above is whole.
+    write_atomically(out / DONE_FILE, json.dumps(marker, indent=2) + "\n")
     return collect_row(student.name, out, ctx["part_ids"])
 
 
@@ -519,9 +520,9 @@ def run_batch(
     class_dir, out_dir = _check_dirs(class_dir, out_dir)
     root, build_dir = Path(root).resolve(), Path(build_dir).resolve()
     assignment = _assignment(root)
-    missing = missing_tools(build_dir)
-    if missing:
-        raise BatchError(f"{build_dir} holds no built project ({missing[0]} is missing)")
+    unbuilt = unbuilt_reason(build_dir)
+    if unbuilt:
+        raise BatchError(unbuilt)
     if jobs < 1:
         raise BatchError("--jobs must be at least 1")
     if sandbox is None:

@@ -10,7 +10,7 @@ import click
 from . import starter as starter_mod
 from .assignment import AssignmentError, load_assignment
 from .batch import DEFAULT_JOBS
-from .paths import ASSIGNMENT_FILE, find_root, missing_tools
+from .paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
 
 
 def _root(root: str | None) -> Path:
@@ -62,10 +62,9 @@ def _load(root: Path):
 
 def _build_dir(root: Path, build_dir: str | None) -> Path:
     build = Path(build_dir).resolve() if build_dir else root / "build"
-    missing = missing_tools(build)
-    if missing:
-        raise click.ClickException(f"{build} holds no built project ({missing[0]} is missing): "
-                                   f"run ./scripts/bootstrap, or cmake --build {build}")
+    unbuilt = unbuilt_reason(build)
+    if unbuilt:
+        raise click.ClickException(f"{unbuilt}: run ./scripts/bootstrap, or cmake --build {build}")
     return build
 
 
@@ -200,7 +199,7 @@ def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
     try:
-        ceilings = rl.get_ceilings(build / "bin" / "tilelab-roofline", refresh=refresh)
+        ceilings = rl.get_ceilings(tool_path(build, "tilelab-roofline"), refresh=refresh)
     except rl.RooflineError as e:
         raise click.ClickException(str(e)) from None
     click.echo(rl.describe(ceilings))

@@ -122,8 +122,6 @@ def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) 
     return gates
 
 
-
-
 def run_gates(root: Path, build_dir: Path, work: Path, which: str = "all",
               progress: Callable = lambda m: None) -> list:
     """which: "cpu" (the gates CI runs), "gpu" (the grading gates) or "all"."""

@@ -41,7 +41,7 @@ from .diagnose import STATUS_HINTS, case_hints
 from .gpu_lock import GpuLock
 from .launch_checks import check_launches, launch_rows
 from .model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from .paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, answer_key_path, missing_tools
+from .paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, answer_key_path, tool_path, unbuilt_reason
 from .runner import exit_codes, run_harness, verify, write_cases
 from .sandbox import Sandbox, preflight, sandbox_for_this_process
 from .sanitizer import run_sanitizer
@@ -49,6 +49,8 @@ from .scoring import IMPOSSIBLE_FRACTION, case_points, gflops, matmul_flop, scor
 from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
+NO_GPU = "not run: no CUDA device on this machine"
+NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
 
 
 def fresh_seed() -> int:
@@ -59,8 +61,6 @@ def fresh_seed() -> int:
 def build_jobs_each(gradings: int) -> int:
     """Compiler jobs each of `gradings` side-by-side gradings gets: a share of the CPUs."""
     return max(1, (os.cpu_count() or 2) // gradings)
-NO_GPU = "not run: no CUDA device on this machine"
-NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
 
 
 @dataclass
@@ -120,12 +120,11 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     parts = [] if opt.answers_only else [p for p in assignment.parts if not opt.parts or p.id in opt.parts]
     seed = opt.seed if opt.seed is not None else (CHECK_SEED if opt.mode == "check" else fresh_seed())
     sets = ("public", "hidden") if opt.mode == "grade" else ("public",)
-    missing = missing_tools(opt.build_dir)
-    if missing:
-        raise FileNotFoundError(f"{opt.build_dir / 'bin' / missing[0]} is missing: build the project first "
-                                f"(cmake --build {opt.build_dir})")
-    verify_tool = opt.build_dir / "bin" / "tilelab-verify"
-    roofline_tool = opt.build_dir / "bin" / "tilelab-roofline"
+    unbuilt = unbuilt_reason(opt.build_dir)
+    if unbuilt:
+        raise FileNotFoundError(f"{unbuilt}: build the project first (cmake --build {opt.build_dir})")
+    verify_tool = tool_path(opt.build_dir, "tilelab-verify")
+    roofline_tool = tool_path(opt.build_dir, "tilelab-roofline")
     sandbox = opt.sandbox if opt.sandbox is not None else sandbox_for_this_process()
     opt = dataclasses.replace(opt, sandbox=sandbox)
     preflight(sandbox, _secrets(opt, assignment),

@@ -31,7 +31,7 @@ import yaml
 from .answers import ANSWERS_FILE, AnswerKeyError, load_key
 from .assignment import CEILINGS, Assignment, Case, Part, Question
 from .paths import ANSWER_KEY_FILE
-from .report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, markdown_environment
+from .report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
 from .roofline import Ceilings
 from .scoring import case_points, speed_target
 
@@ -379,10 +379,6 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
 # --- rendering ------------------------------------------------------------------------
 
 
-def _environment(root: Path, html: bool):
-    return markdown_environment(Path(root) / HANDOUT_DIR, html)
-
-
 def render_markdown(assignment: Assignment, root: Path, variant: str = "student") -> str:
     """The handout as Markdown (GitHub flavour)."""
     return _markdown_of(_handout_view(assignment, root, variant), root)
@@ -394,13 +390,11 @@ def render_html(assignment: Assignment, root: Path, variant: str = "student") ->
 
 
 def _markdown_of(view: dict, root: Path) -> str:
-    text = _environment(root, html=False).get_template(TEMPLATES["markdown"]).render(**view)
-    # Template control blocks leave runs of blank lines; one is enough.
-    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+    return render_page(Path(root) / HANDOUT_DIR, TEMPLATES["markdown"], False, view)
 
 
 def _html_of(view: dict, root: Path) -> str:
-    return _environment(root, html=True).get_template(TEMPLATES["html"]).render(**view)
+    return render_page(Path(root) / HANDOUT_DIR, TEMPLATES["html"], True, view)
 
 
 def render_pdf(html: str, path: Path) -> None:

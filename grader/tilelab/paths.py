@@ -17,9 +17,19 @@ ANSWER_KEY_PLACES = (ANSWER_KEY_FILE, BUNDLED_ANSWER_KEY_FILE)
 GRADER_TOOLS = ("tilelab-verify", "tilelab-roofline")
 
 
+def tool_path(build_dir: Path, name: str) -> Path:
+    return Path(build_dir) / "bin" / name
+
+
 def missing_tools(build_dir: Path) -> list[str]:
     """The grader programs a build tree lacks (empty: it can grade)."""
-    return [t for t in GRADER_TOOLS if not (Path(build_dir) / "bin" / t).exists()]
+    return [t for t in GRADER_TOOLS if not tool_path(build_dir, t).exists()]
+
+
+def unbuilt_reason(build_dir: Path) -> str | None:
+    """Why `build_dir` cannot grade, or None when it can."""
+    missing = missing_tools(build_dir)
+    return f"{build_dir} holds no built project ({missing[0]} is missing)" if missing else None
 
 
 def answer_key_path(root: Path, override: Path | None = None) -> Path:

@@ -308,9 +308,7 @@ def _case_view(case: CaseResult) -> dict:
     }
 
 
-def _first_errors_view(case: CaseResult) -> Optional[dict]:
-    if case.passed or not case.first_errors:
-        return None
+def _first_errors_view(case: CaseResult) -> dict:
     rows = []
     for e in case.first_errors:
         rows.append({
@@ -332,16 +330,20 @@ def _first_errors_view(case: CaseResult) -> Optional[dict]:
     }
 
 
-def _error_tables(cases: list) -> list:
-    """First-wrong-element tables of the first ERROR_TABLE_CAP failing cases,
-    keeping the first failing exact (small-integer) case among them: its
-    mismatches are an index or a bound, never rounding."""
-    failing = [c for c in cases if c.ran and not c.passed and c.first_errors]
+def _error_tables(cases: list) -> tuple:
+    """(tables, note): first-wrong-element tables of the first
+    ERROR_TABLE_CAP failing cases, keeping the first failing exact
+    (small-integer) case among them, whose mismatches are an index or a
+    bound, never rounding; the note says how many were left out."""
+    failing = [c for c in cases if not c.passed and c.first_errors]
     shown = failing[:ERROR_TABLE_CAP]
     exact = next((c for c in failing if c.exact), None)
     if exact is not None and exact not in shown:
         shown[-1] = exact
-    return [_first_errors_view(c) for c in shown]
+    left_out = len(failing) - len(shown)
+    note = (f"The wrong elements of {left_out} more failing case{'s are' if left_out > 1 else ' is'} left out "
+            "here: these tables show what to fix first." if left_out else "")
+    return [_first_errors_view(c) for c in shown], note
 
 
 def _cases_view(cases: list, total: int = 0) -> dict:
@@ -357,11 +359,11 @@ def _cases_view(cases: list, total: int = 0) -> dict:
     else:
         counts = f"{passed} of {total} passed{did_not_run}"
         short_counts = f"{passed} passed{did_not_run}"  # after "N hidden cases: "
-    errors = _error_tables(cases)
+    errors, errors_note = _error_tables(cases)
     return {
         "rows": [_case_view(c) for c in cases],
         "errors": errors,
-        "errors_left_out": sum(1 for c in cases if c.ran and not c.passed and c.first_errors) - len(errors),
+        "errors_note": errors_note,
         "total": total,
         "passed": passed,
         "failed": len(ran) - passed,
@@ -633,9 +635,9 @@ def _report_view(result: GradeResult, audience: str) -> dict:
 # --- rendering -----------------------------------------------------------------
 
 
-def markdown_environment(template_dir: Path, html: bool) -> jinja2.Environment:
-    """Jinja for Markdown and HTML pages (reports and handouts) with the
-    filters that quote untrusted text safely in either."""
+def _environment(template_dir: Path, html: bool) -> jinja2.Environment:
+    """Jinja for Markdown and HTML pages with the filters that quote
+    untrusted text safely in either."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)),
         autoescape=html,
@@ -651,6 +653,15 @@ def markdown_environment(template_dir: Path, html: bool) -> jinja2.Environment:
     return env
 
 
+def render_page(template_dir: Path, template: str, html: bool, view: dict) -> str:
+    """A Markdown or HTML page (a report, a handout) from its template."""
+    text = _environment(template_dir, html).get_template(template).render(**view)
+    if html:
+        return text
+    # Template control blocks leave runs of blank lines; one is enough.
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
 def render_markdown(result: GradeResult, audience: str = "student") -> str:
     """The report as Markdown (GitHub and Gradescope flavour)."""
     return _markdown_of(_report_view(result, audience))
@@ -663,13 +674,11 @@ def render_html(result: GradeResult, audience: str = "student", plot_file: Optio
 
 
 def _markdown_of(view: dict) -> str:
-    text = markdown_environment(TEMPLATE_DIR, html=False).get_template("report.md.j2").render(**view)
-    # Template control blocks leave runs of blank lines; one is enough.
-    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+    return render_page(TEMPLATE_DIR, "report.md.j2", False, view)
 
 
 def _html_of(view: dict, plot_file: Optional[str]) -> str:
-    return markdown_environment(TEMPLATE_DIR, html=True).get_template("report.html.j2").render(**view, plot_file=plot_file)
+    return render_page(TEMPLATE_DIR, "report.html.j2", True, {**view, "plot_file": plot_file})
 
 
 # --- roofline plot ---------------------------------------------------------------
