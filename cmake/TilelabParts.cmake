@@ -1,7 +1,7 @@
 # Parts of the assignment as build targets.
 #
 # The list of parts, their files, launchers and signatures comes from
-# assignment.yaml, exported at configure time by tilelab.build_export (a
+# assignment.yaml, exported at configure time by tilelab.spec.build_export (a
 # Python module that needs only PyYAML). Editing assignment.yaml re-runs it.
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
@@ -10,7 +10,7 @@ set(TILELAB_ASSIGNMENT "${PROJECT_SOURCE_DIR}/assignment.yaml" CACHE FILEPATH "T
 set(TILELAB_ASSIGNMENT_JSON "${PROJECT_BINARY_DIR}/assignment.json")
 execute_process(
   COMMAND "${CMAKE_COMMAND}" -E env "PYTHONPATH=${PROJECT_SOURCE_DIR}/grader"
-          "${Python3_EXECUTABLE}" -m tilelab.build_export "${TILELAB_ASSIGNMENT}"
+          "${Python3_EXECUTABLE}" -m tilelab.spec.build_export "${TILELAB_ASSIGNMENT}"
           --cmake "${PROJECT_BINARY_DIR}/tilelab_parts.cmake" --json "${TILELAB_ASSIGNMENT_JSON}"
   RESULT_VARIABLE _tilelab_export_rc
   ERROR_VARIABLE _tilelab_export_err)
@@ -19,8 +19,8 @@ if(NOT _tilelab_export_rc EQUAL 0)
                       "(the build needs Python 3 with PyYAML: python3 -m pip install pyyaml)")
 endif()
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-             "${TILELAB_ASSIGNMENT}" "${PROJECT_SOURCE_DIR}/grader/tilelab/assignment.py"
-             "${PROJECT_SOURCE_DIR}/grader/tilelab/build_export.py")
+             "${TILELAB_ASSIGNMENT}" "${PROJECT_SOURCE_DIR}/grader/tilelab/spec/assignment.py"
+             "${PROJECT_SOURCE_DIR}/grader/tilelab/spec/build_export.py")
 include("${PROJECT_BINARY_DIR}/tilelab_parts.cmake")
 
 # tilelab_add_part(<set> <part> <source> <launcher> <signature> [EXPECT <status>] [NO_TEST])

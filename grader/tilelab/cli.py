@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from . import starter as starter_mod
-from .assignment import AssignmentError, load_assignment
-from .batch import DEFAULT_JOBS
-from .paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
+from .authoring import starter as starter_mod
+from .spec.assignment import AssignmentError, load_assignment
+from .operations.batch import DEFAULT_JOBS
+from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
 
 
 def _root(root: str | None) -> Path:
@@ -86,7 +86,7 @@ _BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=F
 def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: str | None, seed: int | None,
           parts: tuple, no_sanitizers: bool, answer_key: str | None) -> None:
     """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
-    from .grading_run import run_grading
+    from .operations.grading_run import run_grading
 
     root = _root(ctx.obj["root"])
     out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-results"
@@ -119,7 +119,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
           gpus: str | None, jobs: int, force: bool, answer_key: str | None, slurm_script: str | None,
           image: str | None, gradebook_only: bool) -> None:
     """Grade a class: DIR holds one directory per student, named by the student's id."""
-    from . import batch as batch_mod
+    from .operations import batch as batch_mod
 
     root = _root(ctx.obj["root"])
     out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-batch"
@@ -165,9 +165,9 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None,
           no_sanitizers: bool) -> None:
     """Run the public cases of one part (or all) on this machine's GPU."""
-    from .check_view import print_check
-    from .grade import GradeOptions, grade as run_grade
-    from .report import write_reports
+    from .outputs.check_view import print_check
+    from .grading.grade import GradeOptions, grade as run_grade
+    from .outputs.report import write_reports
 
     root = _root(ctx.obj["root"])
     assignment = _load(root)
@@ -194,7 +194,7 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
 @click.pass_context
 def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
     """Measure (once per GPU, then cached) and print the GPU's ceilings."""
-    from . import roofline as rl
+    from .grading import roofline as rl
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
@@ -215,7 +215,7 @@ def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
 def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: str | None, jobs: int) -> None:
     """Grade the known-good and known-bad hand-ins of tests/submissions and
     compare with their expected verdicts (NAMES: only these hand-ins)."""
-    from .selftest import SelftestError, format_rows, run_selftest
+    from .selftest.handins import SelftestError, format_rows, run_selftest
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
@@ -237,7 +237,7 @@ def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: s
 @click.pass_context
 def handout(ctx: click.Context, variant: str, out_dir: str | None) -> None:
     """Render the handout from assignment.yaml, the starter files and the questions."""
-    from .handout import write_handouts
+    from .authoring.handout import write_handouts
 
     root = _root(ctx.obj["root"])
     out = Path(out_dir).resolve() if out_dir else root / "build" / "handout"
@@ -252,14 +252,14 @@ def handout(ctx: click.Context, variant: str, out_dir: str | None) -> None:
 @click.pass_context
 def dist(ctx: click.Context, bundle: str, out_path: str | None) -> None:
     """Build the student tarball or the Gradescope autograder zip."""
-    from .dist import DistError, autograder_bundle, student_bundle
+    from .authoring.dist import DistError, autograder_bundle, student_bundle
 
     root = _root(ctx.obj["root"])
     assignment = _load(root)
     dist_dir = root / "build" / "dist"
     try:
         if bundle == "student":
-            from .handout import write_handouts
+            from .authoring.handout import write_handouts
 
             out = Path(out_path).resolve() if out_path else dist_dir / f"tilelab-{assignment.name}-student.tar.gz"
             handout_dir = dist_dir / "handout"
@@ -280,7 +280,7 @@ def dist(ctx: click.Context, bundle: str, out_path: str | None) -> None:
 @click.pass_context
 def gates(ctx: click.Context, build_dir: str | None, which: str) -> None:
     """Check that starter, handout, bundles and autograder agree (GPU gates run where a GPU is)."""
-    from .gates import format_gates, run_gates
+    from .authoring.gates import format_gates, run_gates
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)

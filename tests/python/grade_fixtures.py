@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from tilelab.answers import grade_answers, load_key
-from tilelab.assignment import load_assignment
-from tilelab.model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+from tilelab.spec.answers import grade_answers, load_key
+from tilelab.spec.assignment import load_assignment
+from tilelab.grading.model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grade_fixtures import graded_answers
-from tilelab.answers import (
+from tilelab.spec.answers import (
     MAX_BYTES,
     NO_KEY,
     QUESTION_STATUSES,
@@ -20,9 +20,9 @@ from tilelab.answers import (
     load_key,
     parse_number,
 )
-from tilelab.assignment import load_assignment
-from tilelab.grade import GradeOptions, _answers
-from tilelab.selftest import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
+from tilelab.spec.assignment import load_assignment
+from tilelab.grading.grade import GradeOptions, _answers
+from tilelab.selftest.handins import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
 
 
 @pytest.fixture(scope="module")

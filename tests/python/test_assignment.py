@@ -6,7 +6,7 @@ import copy
 import pytest
 import yaml
 
-from tilelab.assignment import AssignmentError, load_assignment, parse_assignment
+from tilelab.spec.assignment import AssignmentError, load_assignment, parse_assignment
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 import json
 
-from tilelab import build_export
+from tilelab.spec import build_export
 
 
 def test_export_writes_cmake_and_json(root, tmp_path):

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import require_pdf_stack
 
-from tilelab.assignment import load_assignment
-from tilelab.dist import DistError, autograder_bundle, check_student_bundle, student_bundle
-from tilelab.handout import render_markdown, write_handouts
+from tilelab.spec.assignment import load_assignment
+from tilelab.authoring.dist import DistError, autograder_bundle, check_student_bundle, student_bundle
+from tilelab.authoring.handout import render_markdown, write_handouts
 
 # What a copy of the project needs to render, bundle and grade.
 PROJECT_ENTRIES = ("assignment.yaml", "CMakeLists.txt", "cmake", "include", "grader", "starter", "solutions",
@@ -53,7 +53,7 @@ def test_student_bundle_holds_starter_handout_and_public_cases_only(root, bundle
         bootstrap_text = tar.extractfile(bootstrap).read().decode()
     prefix = "tilelab-tilelab_matmul/"
     for needed in ("README.md", "CMakeLists.txt", "starter/naive.cu", "starter/answers.yaml", "handout/handout.pdf",
-                   "handout/handout.md", "grader/harness/part_main.cu", "grader/tilelab/grade.py"):
+                   "handout/handout.md", "grader/harness/part_main.cu", "grader/tilelab/grading/grade.py"):
         assert prefix + needed in names
     assert not any("/solutions/" in n or "/tests/" in n or "/key/" in n for n in names)
     assert bootstrap.mode & 0o111
@@ -121,9 +121,9 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     build = os.environ.get("TILELAB_BUILD_DIR")
     if not build:
         pytest.skip("skipped: the grader half needs a built project (run through ctest)")
-    from tilelab.gradescope import results_json
-    from tilelab.grade import GradeOptions, grade
-    from tilelab.sandbox import Sandbox
+    from tilelab.outputs.gradescope import results_json
+    from tilelab.grading.grade import GradeOptions, grade
+    from tilelab.system.sandbox import Sandbox
 
     # This copy lives in pytest's private temporary directory, which a
     # sandbox user could not read: grade as the current user (the flow of the

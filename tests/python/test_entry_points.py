@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from test_gradescope import check_spec
-from tilelab.assignment import load_assignment
-from tilelab.dist import autograder_bundle
-from tilelab.sandbox import sandbox_for_this_process
+from tilelab.spec.assignment import load_assignment
+from tilelab.authoring.dist import autograder_bundle
+from tilelab.system.sandbox import sandbox_for_this_process
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_STAGES = ("correctness", "launch", "memcheck", "racecheck", "speed")
@@ -32,7 +32,7 @@ GPU_STAGES = ("correctness", "launch", "memcheck", "racecheck", "speed")
 OFFLINE_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
-import tilelab.cli, tilelab.grading_run, tilelab.grade, tilelab.report, tilelab.gradescope
+import tilelab.cli, tilelab.operations.grading_run, tilelab.grading.grade, tilelab.outputs.report, tilelab.outputs.gradescope
 import setuptools
 if tuple(int(x) for x in setuptools.__version__.split(".")[:2]) < (70, 1):
     import wheel  # older setuptools builds wheels with it

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from test_gradescope import check_spec
-from tilelab.grading_run import EXIT_GRADED, EXIT_GRADER_ERROR, run_grading
+from tilelab.operations.grading_run import EXIT_GRADED, EXIT_GRADER_ERROR, run_grading
 
 
 def build_dir() -> Path:

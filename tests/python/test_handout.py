@@ -14,15 +14,15 @@ import pytest
 from conftest import require_pdf_stack
 import yaml
 
-from tilelab.assignment import load_assignment
-from tilelab.handout import (
+from tilelab.spec.assignment import load_assignment
+from tilelab.authoring.handout import (
     reference_gpu,
     render_html,
     render_markdown,
     render_pdf,
     write_handouts,
 )
-from tilelab.report import md_text
+from tilelab.outputs.report import md_text
 
 ANSWER_KEY = Path("solutions") / "answers.yaml"
 # Answers that must never reach a student, and that the key is known to hold.

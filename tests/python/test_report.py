@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from grade_fixtures import graded_answers
-from tilelab.model import STAGE_TITLES, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from tilelab.report import (
+from tilelab.grading.model import STAGE_TITLES, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+from tilelab.outputs.report import (
     DETAIL_LINE_CAP,
     plot_roofline,
     render_html,

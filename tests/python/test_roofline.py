@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tilelab import roofline
-from tilelab.roofline import Ceilings, RooflineError
+from tilelab.grading import roofline
+from tilelab.grading.roofline import Ceilings, RooflineError
 
 H100_UUID = "5a3c1e2f-0b7d-4c9e-8f21-6d4b3a2c1e0f"
 
@@ -341,8 +341,8 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
     # run (the device is known), speed is not scored, and a note says why.
     from types import SimpleNamespace
 
-    from tilelab.gpu_lock import GpuLock
-    from tilelab.grade import _probe_gpu
+    from tilelab.system.gpu_lock import GpuLock
+    from tilelab.grading.grade import _probe_gpu
 
     tool = stand_in_tool(tmp_path, (
         f"if sys.argv[1:] == ['--device']: print(json.dumps({H100_REPORT['device']!r}))\n"

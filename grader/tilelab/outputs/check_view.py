@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .model import STAGE_TITLES, GradeResult
+from ..grading.model import STAGE_TITLES, GradeResult
 
 _STYLE = {"passed": ("ok", "green"), "failed": ("FAIL", "bold red"), "not_run": ("-", "dim"),
           "error": ("grader error", "yellow")}

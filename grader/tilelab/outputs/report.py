@@ -29,8 +29,8 @@ from typing import Callable, Optional
 
 import jinja2
 
-from .answers import AnswersResult
-from .model import STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
+from ..spec.answers import AnswersResult
+from ..grading.model import STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
 
 AUDIENCES = ("student", "staff")
 

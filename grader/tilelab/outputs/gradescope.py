@@ -25,12 +25,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .answers import AnswersResult
-from .atomic import write_atomically
-from .assignment import Assignment
-from .model import STAGE_TITLES, STAGES, GradeResult, PartResult
+from ..spec.answers import AnswersResult
+from ..system.atomic import write_atomically
+from ..spec.assignment import Assignment
+from ..grading.model import STAGE_TITLES, STAGES, GradeResult, PartResult
 from .report import md_text
-from .scoring import case_points
+from ..grading.scoring import case_points
 
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
 _QUESTION_MARK = {"correct": "correct", "wrong": "WRONG", "unanswered": "no answer", "invalid": "NOT READABLE",

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .assignment import load_assignment
-from .gradescope import error_results, results_json, write_results
-from .paths import ASSIGNMENT_FILE
+from ..spec.assignment import load_assignment
+from ..outputs.gradescope import error_results, results_json, write_results
+from ..system.paths import ASSIGNMENT_FILE
 
 EXIT_GRADED = 0
 EXIT_GRADER_ERROR = 2
@@ -45,8 +45,8 @@ def run_grading(
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.json"
     try:
-        from .grade import GradeOptions, grade, write_detailed_json
-        from .report import write_reports
+        from ..grading.grade import GradeOptions, grade, write_detailed_json
+        from ..outputs.report import write_reports
 
         assignment = load_assignment(root / ASSIGNMENT_FILE)
         build = Path(build_dir).resolve() if build_dir else root / "build"

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import yaml
 
-from .answers import ANSWERS_FILE, AnswerKeyError, load_key
-from .assignment import CEILINGS, Assignment, Case, Part, Question
-from .paths import ANSWER_KEY_FILE
-from .report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
-from .roofline import Ceilings
-from .scoring import case_points, speed_target
+from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
+from ..spec.assignment import CEILINGS, Assignment, Case, Part, Question
+from ..system.paths import ANSWER_KEY_FILE
+from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
+from ..grading.roofline import Ceilings
+from ..grading.scoring import case_points, speed_target
 
 VARIANTS = ("student", "ta")
 HANDOUT_DIR = "handouts"  # templates and reference-gpu.yaml, under the project root

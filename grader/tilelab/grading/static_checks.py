@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .assignment import Part
+from ..spec.assignment import Part
 
 MAX_PART_BYTES = 512 * 1024
 

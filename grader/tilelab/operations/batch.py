@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .assignment import Assignment, AssignmentError, load_assignment
-from .atomic import write_atomically
-from .gpu_lock import GpuLock
-from .grade import build_jobs_each, fresh_seed
-from .gradescope import error_results
-from .paths import ASSIGNMENT_FILE, unbuilt_reason
-from .sandbox import Sandbox, SandboxError, sandbox_for_this_process
+from ..spec.assignment import Assignment, AssignmentError, load_assignment
+from ..system.atomic import write_atomically
+from ..system.gpu_lock import GpuLock
+from ..grading.grade import build_jobs_each, fresh_seed
+from ..outputs.gradescope import error_results
+from ..system.paths import ASSIGNMENT_FILE, unbuilt_reason
+from ..system.sandbox import Sandbox, SandboxError, sandbox_for_this_process
 
 DONE_FILE = ".done"
 GRADEBOOK_FILE = "gradebook.csv"

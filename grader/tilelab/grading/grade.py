@@ -31,21 +31,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import process, roofline
-from .answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
-from .atomic import write_atomically
-from .assignment import Assignment, Part, load_assignment
+from ..system import process
+from . import roofline
+from ..spec.answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
+from ..system.atomic import write_atomically
+from ..spec.assignment import Assignment, Part, load_assignment
 from .build import SubmissionBuild
-from .dist import public_assignment_text
+from ..spec.public import public_assignment_text
 from .diagnose import STATUS_HINTS, case_hints
-from .gpu_lock import GpuLock
+from ..system.gpu_lock import GpuLock
 from .launch_checks import check_launches, launch_rows
 from .model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from .paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, answer_key_path, tool_path, unbuilt_reason
+from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, answer_key_path, tool_path, unbuilt_reason
 from .runner import exit_codes, run_harness, verify, write_cases
-from .sandbox import Sandbox, preflight, sandbox_for_this_process
+from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
 from .sanitizer import run_sanitizer
-from .scoring import IMPOSSIBLE_FRACTION, case_points, gflops, matmul_flop, scoring_time, speed_target
+from ..spec.matmul import matmul_flop
+from .scoring import IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time, speed_target
 from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed

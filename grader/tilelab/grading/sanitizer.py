@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .model import Stage
-from .process import clip_lines
+from ..system.process import clip_lines
 from .runner import run_harness
 
 if TYPE_CHECKING:
-    from .sandbox import Sandbox
+    from ..system.sandbox import Sandbox
 
 SANITIZER_ERROR_EXIT = 86  # any code the harness itself never uses
 MAX_REPORT_LINES = 40

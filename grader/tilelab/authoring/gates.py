@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import process
-from .assignment import load_assignment
+from ..system import process
+from ..spec.assignment import load_assignment
 from .dist import DistError, autograder_bundle, student_bundle
-from .gradescope import results_json
-from .paths import ASSIGNMENT_FILE, missing_tools
+from ..outputs.gradescope import results_json
+from ..system.paths import ASSIGNMENT_FILE, missing_tools
 from .starter import StarterError, starter_files
 
 BUILD_TIME_LIMIT = 1800
@@ -97,7 +97,7 @@ def _autograder_gate(root: Path, work: Path) -> Gate:
 
 
 def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
-    from .grade import NO_GPU, GradeOptions, grade
+    from ..grading.grade import NO_GPU, GradeOptions, grade
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []

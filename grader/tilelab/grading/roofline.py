@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from .atomic import write_atomically
+from ..system.atomic import write_atomically
 
 TOOL_NAME = "tilelab-roofline"
 REPORT_VERSION = 1

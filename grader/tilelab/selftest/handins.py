@@ -25,13 +25,13 @@ from typing import Callable, Optional
 
 import yaml
 
-from .answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
-from .grade import GradeOptions, build_jobs_each, grade
-from .gpu_lock import GpuLock
-from .sandbox import sandbox_for_this_process
-from .model import STAGES, GradeResult, PartResult
-from .paths import answer_key_path
-from .report import write_reports
+from ..spec.answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
+from ..grading.grade import GradeOptions, build_jobs_each, grade
+from ..system.gpu_lock import GpuLock
+from ..system.sandbox import sandbox_for_this_process
+from ..grading.model import STAGES, GradeResult, PartResult
+from ..system.paths import answer_key_path
+from ..outputs.report import write_reports
 
 VERDICTS = ("pass", "slow", "fail")
 SPEEDS = ("full", "partial", "none")
@@ -313,8 +313,8 @@ def run_selftest(
     echo: Callable[[str], None] = print,
 ) -> tuple:
     """Grades every hand-in and returns (rows, gpu_present)."""
-    from .assignment import load_assignment
-    from .paths import ASSIGNMENT_FILE
+    from ..spec.assignment import load_assignment
+    from ..system.paths import ASSIGNMENT_FILE
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     part_files = {p.id: p.file for p in assignment.parts}

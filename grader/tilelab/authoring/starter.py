@@ -22,8 +22,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from .answers import ANSWERS_FILE
-from .assignment import Assignment
+from ..spec.answers import ANSWERS_FILE
+from ..spec.assignment import Assignment
 
 
 _BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")

@@ -51,7 +51,7 @@ def find_root(start: Path | None = None) -> Path:
     for d in (here, *here.parents):
         if (d / ASSIGNMENT_FILE).is_file():
             return d
-    package_checkout = Path(__file__).resolve().parents[2]
+    package_checkout = Path(__file__).resolve().parents[3]
     if (package_checkout / ASSIGNMENT_FILE).is_file():
         return package_checkout
     raise FileNotFoundError(

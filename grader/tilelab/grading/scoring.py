@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..spec.matmul import intensity
+
 # Wall time may exceed the event time by launch and synchronization costs.
 WALL_SLACK_FACTOR = 1.5
 WALL_SLACK_MS = 0.2
@@ -26,20 +28,6 @@ WALL_SLACK_MS = 0.2
 SPAN_SLACK_FACTOR = 1.05
 # Faster than this fraction of the measured FP32 peak is not physically possible.
 IMPOSSIBLE_FRACTION = 1.05
-
-
-def compulsory_bytes(j: int, k: int, l: int) -> int:
-    """Each of M (j x k), N (k x l) and P (j x l) moved through DRAM once, as float32."""
-    return 4 * (j * k + k * l + j * l)
-
-
-def matmul_flop(j: int, k: int, l: int) -> float:
-    """One multiply and one add per term of every dot product."""
-    return 2.0 * j * k * l
-
-
-def intensity(j: int, k: int, l: int) -> float:
-    return matmul_flop(j, k, l) / compulsory_bytes(j, k, l)
 
 
 def case_points(total: float, n_cases: int) -> float:

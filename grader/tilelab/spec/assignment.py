@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
-from .scoring import matmul_flop
+from .matmul import matmul_flop
 
 SIGNATURES = {
     # signature kind -> the launcher's parameters after (M, N, P)

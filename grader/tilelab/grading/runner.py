@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from . import process
+from ..system import process
 
 if TYPE_CHECKING:
-    from .sandbox import Sandbox
-from .assignment import Case, Part
+    from ..system.sandbox import Sandbox
+from ..spec.assignment import Case, Part
 
 
 @dataclass
