@@ -33,18 +33,24 @@ include("${PROJECT_BINARY_DIR}/tilelab_parts.cmake")
 # The part file compiles alone into <set>_<part>_object, so a compile error
 # is told apart from a link error (a launcher with the wrong signature), and
 # the grader can audit the object's symbols: build/<set>/<part>.objects
-# names its object file.
+# names its object file. A <source> ending in .o is an object compiled
+# elsewhere (the autograder bundle's references) and is only linked.
 function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
   cmake_parse_arguments(ARG "NO_TEST" "EXPECT" "" ${ARGN})
   set(target ${SET}_${PART})
   string(TOUPPER "${SIGNATURE}" signature_upper)
-  add_library(${target}_object OBJECT "${SOURCE}")
-  target_include_directories(${target}_object PRIVATE "${PROJECT_SOURCE_DIR}/include")
-  file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/${SET}/${PART}.objects" CONTENT "$<TARGET_OBJECTS:${target}_object>\n")
   add_executable(${target} "${PROJECT_SOURCE_DIR}/grader/harness/part_main.cu")
+  if(SOURCE MATCHES "\\.o$")
+    target_sources(${target} PRIVATE "${SOURCE}")
+  else()
+    add_library(${target}_object OBJECT "${SOURCE}")
+    target_include_directories(${target}_object PRIVATE "${PROJECT_SOURCE_DIR}/include")
+    file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/${SET}/${PART}.objects" CONTENT "$<TARGET_OBJECTS:${target}_object>\n")
+    target_link_libraries(${target} PRIVATE ${target}_object)
+  endif()
   target_compile_definitions(${target} PRIVATE
     TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
-  target_link_libraries(${target} PRIVATE ${target}_object tilelab::tilelab_harness)
+  target_link_libraries(${target} PRIVATE tilelab::tilelab_harness)
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME ${PART}
     RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/${SET}")
@@ -57,23 +63,28 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
   endif()
 endfunction()
 
-# tilelab_add_part_set(<set> <dir> EXPECT <status> [REQUIRED])
+# tilelab_add_part_set(<set> <dir> EXPECT <status> [REQUIRED] [COMPILED])
 #
 # One target per part of assignment.yaml whose file exists in <dir>. With
 # REQUIRED a missing file stops the configuration; otherwise (a submission)
 # the part is reported missing and skipped, and the grader scores it as such.
+# With COMPILED, <dir> holds each part compiled, <part>.o, instead of its source.
 function(tilelab_add_part_set SET DIR)
-  cmake_parse_arguments(ARG "REQUIRED" "EXPECT" "" ${ARGN})
+  cmake_parse_arguments(ARG "REQUIRED;COMPILED" "EXPECT" "" ${ARGN})
   if(NOT ARG_EXPECT)
     set(ARG_EXPECT pass)
   endif()
   foreach(part IN LISTS TILELAB_PARTS)
-    set(source "${DIR}/${TILELAB_PART_${part}_FILE}")
+    if(ARG_COMPILED)
+      set(source "${DIR}/${part}.o")
+    else()
+      set(source "${DIR}/${TILELAB_PART_${part}_FILE}")
+    endif()
     if(NOT EXISTS "${source}")
       if(ARG_REQUIRED)
         message(FATAL_ERROR "tilelab: ${source} is missing")
       endif()
-      message(STATUS "tilelab: ${SET}: no ${TILELAB_PART_${part}_FILE}; part ${part} not built")
+      message(STATUS "tilelab: ${SET}: no ${source}; part ${part} not built")
       continue()
     endif()
     tilelab_add_part(${SET} ${part} "${source}" ${TILELAB_PART_${part}_LAUNCHER}

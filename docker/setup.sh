@@ -72,21 +72,23 @@ EOF
 }
 
 step_project() {
-  # The solutions must never reach an autograder image, and questions are
-  # not graded without the key: refuse a checkout or a partial tree.
-  if [ -e solutions ] || [ ! -f key/answers.yaml ]; then
-    echo "setup.sh: $PWD is not an unpacked autograder zip (key/answers.yaml, no solutions/);" \
+  # The solutions must never reach an autograder image, questions are not
+  # graded without the key, and speed has no targets without the compiled
+  # references: refuse a checkout or a partial tree.
+  if [ -e solutions ] || [ ! -f key/answers.yaml ] || [ ! -d references ]; then
+    echo "setup.sh: $PWD is not an unpacked autograder zip (key/answers.yaml, references/, no solutions/);" \
       "make one with \`tilelab dist autograder\`" >&2
     exit 1
   fi
   # Student code (as $user) must read the harness sources and the build,
-  # and must not change them, nor read the key or the full assignment (its
-  # hidden cases): the grader checks this before every grading. The zip's
+  # and must not change them, nor read the key, the full assignment (its
+  # hidden cases) or the compiled references: the grader checks this before
+  # every grading. The zip's
   # own modes are not trusted, since they depend on how it was unpacked.
   # This comes before the build, which closes what it writes that lists the
   # hidden cases (build/assignment.json).
   chmod -R a+rX,go-w .
-  chmod -R o-rwx key
+  chmod -R o-rwx key references
   chmod o-rwx assignment.yaml
 
   if [ "$offline" = 1 ]; then
@@ -98,9 +100,11 @@ step_project() {
 
   command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
   nvcc --version | tail -1
-  # No GPU is visible while the image is built: the fixed architecture list
-  # of cmake/CudaArchitectures.cmake applies (it includes sm_90).
-  cmake -S . -B build -DTILELAB_BUILD_TESTS=OFF -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
+  # The portable architecture list of cmake/CudaArchitectures.cmake, GPU or
+  # not: the references in references/ are compiled for it, and a student's
+  # part must be compiled as the reference it is timed against. The build
+  # links them into build/reference/, which only root can read.
+  cmake -S . -B build -DTILELAB_BUILD_TESTS=OFF -DTILELAB_PORTABLE=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
   cmake --build build -j "$(nproc)"
 
   # Gradescope's layout; the results are the grader's alone.

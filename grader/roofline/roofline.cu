@@ -245,12 +245,19 @@ std::string uuid_string(const cudaUUID_t& uuid) {
 }
 
 json device_json(const cudaDeviceProp& p) {
+  // The versions are part of what a calibration of the speed targets
+  // depends on (a new driver can change a kernel's speed): 13000 is 13.0.
+  int driver = 0, runtime = 0;
+  TILELAB_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  TILELAB_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
   return {{"name", p.name},
           {"uuid", uuid_string(p.uuid)},
           {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
           {"multiprocessors", p.multiProcessorCount},
           {"l2_bytes", p.l2CacheSize},
-          {"memory_bytes", p.totalGlobalMem}};
+          {"memory_bytes", p.totalGlobalMem},
+          {"driver_version", driver},
+          {"runtime_version", runtime}};
 }
 
 void print_usage(std::FILE* to, const char* program) {

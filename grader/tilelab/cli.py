@@ -188,21 +188,72 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     sys.exit(0 if all(p.failed_stage is None for p in result.parts) and result.gpu else 1)
 
 
+def _gpu(build: Path, refresh: bool = False):
+    """This machine's GPU and its measured ceilings, or a one-line error."""
+    from .grading import roofline as rl
+
+    tool = tool_path(build, "tilelab-roofline")
+    try:
+        device = rl.device_info(tool)
+        return device, rl.get_ceilings(tool, refresh=refresh, device=device)
+    except rl.RooflineError as e:
+        raise click.ClickException(str(e)) from None
+
+
 @main.command()
 @_BUILD_OPTION
 @click.option("--refresh", is_flag=True, help="Measure again instead of using the cached figures.")
 @click.pass_context
 def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
-    """Measure (once per GPU, then cached) and print the GPU's ceilings."""
+    """Print this GPU's ceilings (measured once per GPU, then cached) and the
+    reference solutions' ladder under them, with each part's speed targets."""
+    from .grading import calibration
+    from .grading import roofline as rl
+    from .spec.reference_gpu import ReferenceGpuError, load_reference_gpu
+
+    root = _root(ctx.obj["root"])
+    assignment = _load(root)
+    build = _build_dir(root, build_dir)
+    device, ceilings = _gpu(build, refresh)
+    click.echo(rl.describe(ceilings))
+    click.echo()
+    try:
+        if calibration.has_references(build, assignment):
+            ladder, _ = calibration.get_calibration(build, assignment, device, tool_path(build, "tilelab-verify"))
+        else:
+            ladder = calibration.estimate(assignment, ceilings, device, load_reference_gpu(root))
+    except (calibration.CalibrationError, ReferenceGpuError) as e:
+        raise click.ClickException(f"no speed targets on this GPU: {e}") from None
+    click.echo(calibration.describe(ladder, ceilings, assignment))
+
+
+@main.command()
+@_BUILD_OPTION
+@click.pass_context
+def calibrate(ctx: click.Context, build_dir: str | None) -> None:
+    """Time the reference solutions on this GPU now, keep the figures as the
+    basis of its speed targets, and print the ladder (gradings reuse it until
+    the references, assignment.yaml, the toolkit or the driver change)."""
+    from .grading import calibration
     from .grading import roofline as rl
 
     root = _root(ctx.obj["root"])
+    assignment = _load(root)
     build = _build_dir(root, build_dir)
+    if not calibration.has_references(build, assignment):
+        raise click.ClickException(
+            f"{build} holds no reference solutions to time ({calibration.REFERENCE_DIR}/<part>): calibrate from "
+            "the course's checkout (solutions/) or the autograder bundle (references/), not a student's copy")
+    device, ceilings = _gpu(build)
     try:
-        ceilings = rl.get_ceilings(tool_path(build, "tilelab-roofline"), refresh=refresh)
-    except rl.RooflineError as e:
+        ladder, fallen = calibration.recalibrate(build, assignment, device, tool_path(build, "tilelab-verify"))
+    except calibration.CalibrationError as e:
         raise click.ClickException(str(e)) from None
     click.echo(rl.describe(ceilings))
+    click.echo()
+    click.echo(calibration.describe(ladder, ceilings, assignment))
+    for drop in fallen:
+        click.echo(f"warning: far below the last calibration of this GPU: {drop}", err=True)
 
 
 @main.command()

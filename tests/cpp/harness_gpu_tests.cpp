@@ -20,8 +20,8 @@ using nlohmann::json;
 std::filesystem::path probe(const std::string& name) {
   return build_dir() / ("probe_" + name) / "naive";
 }
-std::filesystem::path solution(const std::string& part) {
-  return build_dir() / "solution" / part;
+std::filesystem::path reference(const std::string& part) {
+  return build_dir() / "reference" / part;
 }
 
 CaseFile two_cases(const std::string& part) {
@@ -104,7 +104,7 @@ TEST(FileInputs, AreReadAndVerifiedExactly) {
   c.inputs.m_path = dir.path() / "M.f32";
   c.inputs.n_path = dir.path() / "N.f32";
   f.cases.push_back(c);
-  const HarnessRun run = run_harness(solution("boundary"), f, dir.path());
+  const HarnessRun run = run_harness(reference("boundary"), f, dir.path());
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   const json verdict = verify_run(run.cases, *run.result);
   const json& v = verdict.at("cases").at(0);
@@ -137,7 +137,7 @@ TEST(DynamicSmem, UsesOnlyDynamicSharedMemoryWithinTheGivenLimit) {
     c.props.max_threads_per_block = lim.threads;
     f.cases.push_back(c);
   }
-  const HarnessRun run = run_harness(solution("dynamic_smem"), f, dir.path());
+  const HarnessRun run = run_harness(reference("dynamic_smem"), f, dir.path());
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   const json verdict = verify_run(run.cases, *run.result);
   for (size_t i = 0; i < f.cases.size(); ++i) {
@@ -173,7 +173,7 @@ TEST(Timing, TiledCuptiDurationAgreesWithEvents) {
   c.timing = TimingSpec{};
   c.timing->seed = 77;
   f.cases.push_back(c);
-  const HarnessRun run = run_harness(solution("tiled"), f, dir.path());
+  const HarnessRun run = run_harness(reference("tiled"), f, dir.path());
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   const json verdict = verify_run(run.cases, *run.result);
   const json& t = verdict.at("cases").at(0).at("timing");

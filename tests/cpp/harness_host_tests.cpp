@@ -14,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 std::filesystem::path naive_harness() {
-  return build_dir() / "solution" / "naive";
+  return build_dir() / "reference" / "naive";
 }
 
 ProcessResult run_with_case_text(const std::string& text, const TempDir& dir) {

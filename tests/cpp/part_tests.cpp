@@ -1,6 +1,6 @@
 // tilelab_part_tests: one part's harness on that part's cases from assignment.yaml.
 //
-//   tilelab_part_tests --part tiled --harness build/solution/tiled --expect pass
+//   tilelab_part_tests --part tiled --harness build/reference/tiled --expect pass
 //       --assignment build/assignment.json
 //
 // --expect pass             every public and hidden case must pass, verified

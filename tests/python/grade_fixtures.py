@@ -1,4 +1,5 @@
-"""GradeResult objects for tests, with figures from a real H100 grading run."""
+"""GradeResult objects for tests, with figures from a real H100 grading run
+(the tiled reference's 9191 GFLOP/s: docs/measurements.md, 2026-11-21)."""
 
 from pathlib import Path
 
@@ -25,8 +26,9 @@ def passing_tiled() -> PartResult:
     cases = [CaseResult("w32", "public", 32, 32, 32, True), CaseResult("w64", "public", 64, 64, 64, True),
              CaseResult("w160", "hidden", 160, 160, 160, True)]
     speed = Speed(case="4096x4096x4096", gflops=9193.0, time_ms=14.951, event_ms=14.951, cupti_ms=14.944,
-                  wall_ms=14.960, ceiling="FP32 FMA peak", ceiling_value=56000.0, bound_gflops=56000.0,
-                  intensity=682.67, target_fraction=0.12, target_gflops=6720.0, zero_gflops=4032.0, fraction=1.0)
+                  wall_ms=14.960, ceiling_value=56000.0, bound_gflops=56000.0, intensity=682.67,
+                  reference_gflops=9191.0, rule="reference", full_at=0.8, target_gflops=7352.8, zero_gflops=4595.5,
+                  fraction=1.0)
     return PartResult(id="tiled", title="Tiled kernel with shared memory", file="tiled.cu", stages=stages(),
                       cases=cases, correctness_score=15.0, correctness_max=15.0, speed_score=10.0, speed_max=10.0,
                       speed=speed, hidden_total=1)

@@ -24,7 +24,7 @@ from tilelab.system.sandbox import Sandbox
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "tests" / "submissions"
 HEADER = ["student", "total", "max", "naive", "tiled", "boundary", "rectangular", "dynamic_smem", "questions",
-          "seed", "status", "seconds"]
+          "seed", "status", "seconds", "gpu", "full-credit targets (GFLOP/s)"]
 OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".done")
 
 

@@ -8,7 +8,7 @@ import pytest
 from grade_fixtures import failing_boundary, grade_result, graded_answers, passing_tiled
 from tilelab.spec.answers import grade_answers, load_key
 from tilelab.spec.assignment import load_assignment
-from tilelab.outputs.gradescope import error_results, results_json, spec_problems, write_results
+from tilelab.outputs.gradescope import error_results, results_json, spec_problems, student_visible_text, write_results
 
 def check_spec(doc: dict) -> None:
     """Gradescope's field list and types (tilelab.outputs.gradescope.spec_problems holds them)."""
@@ -63,12 +63,24 @@ def test_public_failure_output_says_what_to_fix(assignment):
     assert "not a multiple of 32" in public["output"]
 
 
-def test_speed_output_names_the_ceiling(assignment):
+def test_speed_output_shows_the_target_both_ways(assignment):
     doc = results_json(grade_result(passing_tiled()), assignment)
     speed = next(t for t in doc["tests"] if t["name"].endswith(": speed"))
     assert speed["score"] == 10.0 and speed["status"] == "passed"
-    assert "FP32 FMA peak measured on this GPU (56000 GFLOP/s)" in speed["output"]
-    assert "full credit from 6720 GFLOP/s" in speed["output"]
+    assert ("full credit from 7,353 GFLOP/s = 13.1 % of this GPU's FP32 roof = 80 % of the reference solution "
+            "here") in speed["output"]
+    assert "reference solution: 9,191 GFLOP/s, timed by the grader on this GPU" in speed["output"]
+    assert "the FP32 FMA rate measured on this GPU" in speed["output"]
+
+
+def test_staff_notes_go_to_a_hidden_test_only(assignment):
+    result = grade_result(passing_tiled())
+    result.staff_notes = ["Calibration failed: the reference of naive ended with exit status 126"]
+    doc = results_json(result, assignment)
+    (staff,) = [t for t in doc["tests"] if "staff" in t["tags"]]
+    assert staff["visibility"] == "hidden" and "exit status 126" in staff["output"]
+    assert "exit status 126" not in student_visible_text(doc)
+    check_spec(doc)
 
 
 def test_withheld_points_show_as_failed_public_cases(assignment):

@@ -10,7 +10,7 @@ import pytest
 
 from grade_fixtures import failing_boundary, passing_tiled
 from tilelab.system import process
-from tilelab.spec.assignment import load_assignment
+from tilelab.spec.assignment import SpeedRule, load_assignment
 from tilelab.grading.diagnose import case_hints
 from tilelab.system.gpu_lock import GpuLock
 from tilelab.grading.launch_checks import check_launches, kernel_base_name
@@ -36,24 +36,27 @@ def test_intensity_of_the_timing_sizes():
 
 
 def test_speed_fraction_is_linear_between_zero_and_target():
-    # H100 figures: tiled reference 9193 GFLOP/s, target 12% of 56000, zero at 60% of that.
-    target = SpeedTarget(intensity=682.67, bound=56000.0, full=0.12 * 56000, zero=0.6 * 0.12 * 56000)
-    assert target.fraction(9193) == 1.0
-    assert target.fraction(5278) == pytest.approx((5278 - 4032) / (6720 - 4032))  # naive as tiled
+    # H100 figures (docs/measurements.md): tiled reference 9191 GFLOP/s; full credit at 0.8 of it, none at 0.5.
+    target = SpeedTarget(intensity=682.67, bound=65094.0, reference=9191.0, full=0.8 * 9191, zero=0.5 * 9191)
+    assert target.fraction(9191) == 1.0
+    assert target.fraction(5352) == pytest.approx((5352 - 4595.5) / (7352.8 - 4595.5))  # naive as tiled
     assert target.fraction(4000) == 0.0
 
 
-def test_speed_target_follows_the_roofline():
-    # Ceilings measured on the H100: 65000 GFLOP/s FP32, 3040 GB/s DRAM (ridge ~21 FLOP/byte).
-    h100 = Ceilings(device_name="H100", device_uuid="", fp32_gflops=65000.0, dram_gbps=3040.0,
+def test_speed_target_is_a_share_of_the_reference_and_keeps_the_roofline():
+    # Ceilings measured on the H100: 65094 GFLOP/s FP32, 3040 GB/s DRAM (ridge ~21 FLOP/byte).
+    h100 = Ceilings(device_name="H100", device_uuid="", fp32_gflops=65094.0, dram_gbps=3040.0,
                     measured_at="2026-11-21T00:00:00Z", raw={})
-    square = speed_target(h100, 4096, 4096, 4096, 0.11, 0.6)  # compute-bound
-    assert square.bound == 65000.0
-    assert square.full == pytest.approx(7150.0) and square.zero == pytest.approx(4290.0)
-    skinny = speed_target(h100, 4096, 1, 4096, 0.11, 0.6)  # k = 1: ~0.5 FLOP/byte, bandwidth-bound
+    rule = SpeedRule(full_at=0.8, zero_at=0.5, runs=3)
+    square = speed_target(h100, 4096, 4096, 4096, 9191.0, rule)  # compute-bound
+    assert square.bound == 65094.0 and square.reference == 9191.0
+    assert square.full == pytest.approx(7352.8) and square.zero == pytest.approx(4595.5)
+    skinny = speed_target(h100, 4096, 1, 4096, 100.0, rule)  # k = 1: ~0.5 FLOP/byte, bandwidth-bound
     assert skinny.intensity == pytest.approx(intensity(4096, 1, 4096))
     assert skinny.bound == pytest.approx(skinny.intensity * 3040.0)
-    assert skinny.full == pytest.approx(0.11 * skinny.bound) and skinny.zero == pytest.approx(0.6 * skinny.full)
+    assert skinny.full == pytest.approx(80.0) and skinny.zero == pytest.approx(50.0)
+    with pytest.raises(ValueError, match="positive"):
+        speed_target(h100, 4096, 4096, 4096, 0.0, rule)
 
 
 def test_scoring_time_prefers_the_longest_honest_clock():

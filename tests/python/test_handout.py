@@ -22,7 +22,7 @@ from tilelab.authoring.handout import (
     render_pdf,
     write_handouts,
 )
-from tilelab.outputs.report import md_text
+from tilelab.outputs.report import fmt_percent, md_text
 
 ANSWER_KEY = Path("solutions") / "answers.yaml"
 # Answers that must never reach a student, and that the key is known to hold.
@@ -135,14 +135,16 @@ def test_the_speed_targets_come_from_assignment_yaml_and_the_reference_gpu(root,
     gpu = reference_gpu(root)
     assert set(gpu["reference"]) == {p.id for p in assignment.parts}
     markdown = render_markdown(assignment, root)
-    zero_below = assignment.grading["speed"]["zero_below"]
+    rule = assignment.speed
     for part in assignment.parts:
         row = _markdown_row(markdown, md_text(part.id))
-        target = part.speed_target * gpu["fp32_fma_gflops"]  # every timed size is compute-bound
-        assert row[5] == f"{target:,.0f}"
-        assert row[6] == f"{zero_below * target:,.0f}"
-        assert row[7] == f"{gpu['reference'][part.id]['gflops']:,.0f}"
+        reference = gpu["reference"][part.id]["gflops"]
+        assert row[4] == f"{reference:,.0f}"
+        assert row[5] == fmt_percent(reference / gpu["fp32_fma_gflops"])
+        assert row[6] == f"{rule.full_at * reference:,.0f}"
+        assert row[7] == f"{rule.zero_at * reference:,.0f}"
     assert f"{gpu['fp32_fma_gflops']:,.0f} GFLOP/s" in markdown
+    assert f"from {100 * rule.full_at:.0f} % of the reference's rate" in markdown
 
 
 # --- an edit to assignment.yaml shows with no other edit -----------------------------------
@@ -170,8 +172,7 @@ def test_changed_points_and_sizes_in_assignment_yaml_change_the_handout(root, as
         part = next(p for p in doc["parts"] if p["id"] == "naive")
         part["points"]["correctness"] += 3
         part["cases"]["public"] = [replacement if c == replaced else c for c in part["cases"]["public"]]
-        tiled = next(p for p in doc["parts"] if p["id"] == "tiled")
-        tiled["speed"]["target"] += 0.01
+        doc["grading"]["speed"]["full_at"] = 0.85
 
     project = _edited_project(root, tmp_path, edit)
     edited = load_assignment(project / "assignment.yaml")
@@ -189,8 +190,8 @@ def test_changed_points_and_sizes_in_assignment_yaml_change_the_handout(root, as
     assert str(replacement) in sizes and str(replaced) not in sizes
 
     gpu = reference_gpu(project)
-    new_target = edited.part("tiled").speed_target * gpu["fp32_fma_gflops"]
-    assert _markdown_row(after, "tiled")[5] == f"{new_target:,.0f}"
+    new_target = 0.85 * gpu["reference"]["tiled"]["gflops"]
+    assert _markdown_row(after, "tiled")[6] == f"{new_target:,.0f}"
 
     page = _visible_html(render_html(edited, project))
     assert str(replacement) in page and _flat(f"{new_row[1]} for correctness") in _flat(page)

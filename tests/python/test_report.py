@@ -48,8 +48,8 @@ def square_case(width, set_name="public", passed=True, **kw) -> CaseResult:
 def naive_part() -> PartResult:
     speed = Speed(
         case="4096x4096x4096", gflops=5278.0, time_ms=26.04, event_ms=26.04, cupti_ms=26.03, wall_ms=26.10,
-        ceiling="FP32 FMA peak", ceiling_value=56000.0, bound_gflops=56000.0, intensity=682.67,
-        target_fraction=0.08, target_gflops=4480.0, zero_gflops=700.0, fraction=1.0,
+        ceiling_value=65094.0, bound_gflops=65094.0, intensity=682.67, reference_gflops=5294.0,
+        rule="reference", full_at=0.8, target_gflops=4235.2, zero_gflops=2647.0, fraction=1.0,
         flags=["timed by CUDA events; CUPTI span agrees within 0.1 %"],
     )
     return PartResult(
@@ -288,16 +288,24 @@ def test_markdown_table_cells_escape_pipes(result):
     assert "\\|got - expected\\|" in row
 
 
-def test_speed_section_names_the_ceiling_and_thresholds(result):
+def test_speed_section_names_the_reference_the_ceiling_and_thresholds(result):
     md = section(render_markdown(result), "naive")
     speed = md.split("### Speed", 1)[1]
     assert "5,278 GFLOP/s (26.04 ms per call)" in speed
-    assert "≥ 4,480 GFLOP/s (8 % of the roofline bound)" in speed
-    assert "≤ 700 GFLOP/s" in speed
-    assert "set by the FP32 FMA peak (56,000 GFLOP/s)" in speed
+    assert "4,235 GFLOP/s = 6.5 % of this GPU's FP32 roof = 80 % of the reference solution here" in speed
+    assert "≤ 2,647 GFLOP/s (50 % of the reference solution)" in speed
+    assert "5,294 GFLOP/s, timed by the grader on this GPU the same way" in speed
+    assert "set by the FP32 FMA rate measured on this GPU (65,094 GFLOP/s)" in speed
     assert "682.7 FLOP/byte" in speed
     assert "100 % of the speed points (5 / 5)" in speed
     assert "CUPTI span agrees" in speed
+
+
+def test_an_estimated_target_says_so(result):
+    result.parts[0].speed.rule = "estimate"
+    md = section(render_markdown(result), "naive").split("### Speed", 1)[1]
+    assert "of the reference solution here (estimated)" in md
+    assert "an estimate, since this machine has no reference solutions to time" in md
 
 
 def test_implausible_speed_says_it_earns_nothing(result):

@@ -5,8 +5,9 @@ student     a tarball a student unpacks on a GPU machine and builds with its
             harness, the grader (for `tilelab check`), CMake, the public
             cases and the handout. No solutions, no hidden cases, no key.
 autograder  the Gradescope autograder zip: setup.sh and run_autograder at its
-            root, the grader, every case and the answer key. No solution
-            sources.
+            root, the grader, every case, the answer key, and the reference
+            solutions compiled (references/<part>.o), which set the speed
+            targets on the grading GPU. No solution sources.
 
 Both are assembled from lists of what belongs in them (never "everything
 but"), so a new file in the project does not leak into a bundle by default.
@@ -19,20 +20,25 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import yaml
 
 from ..spec.assignment import load_assignment
 from ..spec.public import public_assignment_text
-from ..system.paths import ANSWER_KEY_FILE, ASSIGNMENT_FILE, BUNDLED_ANSWER_KEY_FILE
+from ..spec.reference_gpu import REFERENCE_GPU_PATH
+from ..system.paths import ANSWER_KEY_FILE, ASSIGNMENT_FILE, BUNDLED_ANSWER_KEY_FILE, COMPILED_REFERENCES_DIR
+from .compiled_references import ReferenceBuildError, compile_references
 
 # Project files that make up the build and the grader, shared by both bundles.
 BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/roofline", "grader/tilelab",
                "grader/pyproject.toml", "starter")
 # bootstrap calls secure-checkout: run as root (a container, a notebook), the
 # grader needs the unprivileged user that runs student code.
-STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "scripts/secure-checkout", "docs/harness.md")
+# reference-gpu.yaml: the grading GPU's published figures, from which `tilelab
+# check` estimates the speed targets on a student's GPU.
+STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "scripts/secure-checkout", "docs/harness.md",
+                               REFERENCE_GPU_PATH)
 AUTOGRADER_ENTRY_POINTS = ("docker/setup.sh", "docker/run_autograder")
 _SKIP_NAMES = ("__pycache__", ".pytest_cache")
 _SKIP_SUFFIXES = (".pyc", ".egg-info")
@@ -89,11 +95,17 @@ def student_bundle(root: Path, out: Path, handout_dir: Path) -> Path:
     return out
 
 
-def autograder_bundle(root: Path, out: Path) -> Path:
-    """Writes the Gradescope autograder zip to `out`."""
-    load_assignment(root / ASSIGNMENT_FILE)
+def autograder_bundle(root: Path, out: Path, objects_tree: Optional[Path] = None) -> Path:
+    """Writes the Gradescope autograder zip to `out`. The references are
+    compiled in `objects_tree` (default ROOT/build/dist/reference-objects),
+    which is kept for the next bundle."""
+    assignment = load_assignment(root / ASSIGNMENT_FILE)
     if not (root / ANSWER_KEY_FILE).exists():
         raise DistError(f"{ANSWER_KEY_FILE} is missing: the autograder needs the answer key")
+    try:
+        objects = compile_references(root, assignment, objects_tree or root / "build" / "dist" / "reference-objects")
+    except ReferenceBuildError as e:
+        raise DistError(str(e)) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
 
@@ -110,7 +122,9 @@ def autograder_bundle(root: Path, out: Path) -> Path:
             add(rel, path.read_bytes(), _mode(path))
         add(ASSIGNMENT_FILE, (root / ASSIGNMENT_FILE).read_bytes(), 0o644)
         add(BUNDLED_ANSWER_KEY_FILE, (root / ANSWER_KEY_FILE).read_bytes(), 0o644)
-    check_autograder_bundle(out)
+        for part_id, path in objects.items():
+            add(f"{COMPILED_REFERENCES_DIR}/{part_id}.o", path.read_bytes(), 0o644)
+    check_autograder_bundle(out, [p.id for p in assignment.parts])
     return out
 
 
@@ -128,8 +142,10 @@ def check_student_bundle(tarball: Path) -> None:
     with tarfile.open(tarball) as tar:
         names = tar.getnames()
         for name in names:
-            if "/solutions/" in f"/{name}" or "/key/" in f"/{name}":
+            if any(f"/{d}/" in f"/{name}" for d in ("solutions", "key", COMPILED_REFERENCES_DIR)):
                 raise DistError(f"student bundle holds {name}")
+            if name.endswith(".o"):
+                raise DistError(f"student bundle holds compiled code: {name}")
         for member in tar.getmembers():
             if member.isfile() and _holds_solution_region(member.name, lambda: tar.extractfile(member).read()):
                 raise DistError(f"student bundle: {member.name} holds a solution region")
@@ -139,11 +155,13 @@ def check_student_bundle(tarball: Path) -> None:
             raise DistError(f"student bundle: part {part['id']} lists hidden cases")
 
 
-def check_autograder_bundle(zip_path: Path) -> None:
-    """Raises DistError if the autograder zip lacks its entry points or key, or holds a solution source."""
+def check_autograder_bundle(zip_path: Path, part_ids: list) -> None:
+    """Raises DistError if the autograder zip lacks its entry points, key or
+    compiled references, or holds a solution source."""
     with zipfile.ZipFile(zip_path) as z:
         names = set(z.namelist())
-        for needed in ("setup.sh", "run_autograder", BUNDLED_ANSWER_KEY_FILE, ASSIGNMENT_FILE):
+        references = [f"{COMPILED_REFERENCES_DIR}/{p}.o" for p in part_ids]
+        for needed in ("setup.sh", "run_autograder", BUNDLED_ANSWER_KEY_FILE, ASSIGNMENT_FILE, *references):
             if needed not in names:
                 raise DistError(f"autograder zip lacks {needed}")
         for name in names:

@@ -9,12 +9,17 @@ and the autograder agree with each other before anything is handed out.
   solutions          (GPU) the reference solutions and the key get full marks
                      on every graded item
   starter-scores-0   (GPU) the untouched starter gets zero on every graded item
+  <prev>-as-<next>   (GPU) each part's reference kernel, handed in as the
+                     next part of the same signature, stays below full speed
+                     credit: the targets tell the technique a part teaches
+                     from the one before it, on whatever GPU runs the gates
 
-Without a GPU the last two are reported as not run, never as passed.
+Without a GPU the GPU gates are reported as not run, never as passed.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import tarfile
@@ -122,6 +127,40 @@ def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) 
     return gates
 
 
+def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
+    """The reference of each part handed in as the next part (where both
+    have the same launcher signature), graded on that part alone."""
+    from ..grading.grade import NO_GPU, GradeOptions, grade
+
+    assignment = load_assignment(root / ASSIGNMENT_FILE)
+    gates = []
+    for before, part in zip(assignment.parts, assignment.parts[1:]):
+        if before.signature != part.signature:
+            continue
+        name = f"{before.id}-as-{part.id}"
+        progress(f"grading {before.file} handed in as {part.file}")
+        hand_in = work / name
+        hand_in.mkdir(parents=True)
+        source = (root / "solutions" / before.file).read_text()
+        (hand_in / part.file).write_text(re.sub(rf"\b{before.launcher}\b", part.launcher, source))
+        result = grade(hand_in, GradeOptions(root=root, build_dir=build_dir, out_dir=work / f"{name}-results",
+                                             mode="grade", parts=(part.id,), sanitizers=False))
+        if result.gpu is None:
+            gates.append(Gate(name, "not_run", NO_GPU))
+            continue
+        (graded,) = result.parts
+        speed = graded.speed
+        if speed is None:
+            stage = graded.failed_stage or "speed"
+            gates.append(Gate(name, "passed", f"not timed ({graded.stages[stage].summary}): no speed credit"))
+            continue
+        detail = (f"{speed.gflops:,.0f} GFLOP/s = {100 * speed.gflops / speed.reference_gflops:.0f}% of "
+                  f"{part.id}'s reference: {100 * speed.fraction:.0f}% of the speed points")
+        gates.append(Gate(name, "passed" if speed.fraction < 1 else "failed",
+                          detail if speed.fraction < 1 else "full speed credit: " + detail))
+    return gates
+
+
 def run_gates(root: Path, build_dir: Path, work: Path, which: str = "all",
               progress: Callable = lambda m: None) -> list:
     """which: "cpu" (the gates CI runs), "gpu" (the grading gates) or "all"."""
@@ -137,6 +176,7 @@ def run_gates(root: Path, build_dir: Path, work: Path, which: str = "all",
         gates.append(_autograder_gate(root, work))
     if which in ("gpu", "all"):
         gates += _grading_gates(root, build_dir, work, progress)
+        gates += _previous_part_gates(root, build_dir, work, progress)
     return gates
 
 

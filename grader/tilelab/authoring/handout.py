@@ -21,30 +21,26 @@ Two variants:
 
 from __future__ import annotations
 
-import datetime
-import math
 import re
 from pathlib import Path
 
 import yaml
 
 from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
-from ..spec.assignment import CEILINGS, Assignment, Case, Part, Question
+from ..spec.assignment import Assignment, Case, Part, Question
 from ..system.paths import ANSWER_KEY_FILE
 from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
 from ..grading.roofline import Ceilings
 from ..grading.scoring import case_points, speed_target
+from ..spec.matmul import intensity
+from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu
 
 VARIANTS = ("student", "ta")
 HANDOUT_DIR = "handouts"  # templates and reference-gpu.yaml, under the project root
-REFERENCE_GPU_FILE = "reference-gpu.yaml"
 STARTER_DIR = "starter"
 TEMPLATES = {"markdown": "handout.md.j2", "html": "handout.html.j2"}
 # File names without their extension, per variant; the TA edition's name says what it is.
 OUTPUT_STEMS = {"student": "handout", "ta": "handout-ta"}
-
-# The reference-gpu.yaml figure each speed ceiling of assignment.yaml is measured by.
-CEILING_FIGURES = {"fp32_fma": "fp32_fma_gflops"}
 
 # Case sets that only the TA edition lists: their sizes are the grader's to keep.
 SANITIZER_SETS = {"memcheck": "compute-sanitizer memcheck", "racecheck": "compute-sanitizer racecheck"}
@@ -99,46 +95,12 @@ def _read_yaml(path: Path, what: str):
         raise HandoutError(f"{path}: {what} is not valid YAML: {e}") from e
 
 
-def _positive_number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-        raise HandoutError(f"{where}: must be a positive number, got {value!r}")
-    return float(value)
-
-
 def reference_gpu(root: Path) -> dict:
-    """The grading GPU's measured figures from handouts/reference-gpu.yaml:
-    {"device", "measured", "fp32_fma_gflops", "dram_gbps",
-     "reference": {part id: {"size": (j, k, l), "gflops"}}}."""
-    path = Path(root) / HANDOUT_DIR / REFERENCE_GPU_FILE
-    doc = _read_yaml(path, "the reference GPU's figures")
-    if not isinstance(doc, dict):
-        raise HandoutError(f"{path}: must be a mapping")
-    for key in ("device", "measured", "fp32_fma_gflops", "dram_gbps", "reference"):
-        if key not in doc:
-            raise HandoutError(f"{path}: missing {key!r}")
-    measured = doc["measured"]
-    # YAML reads an unquoted 2026-11-21 as a date.
-    if isinstance(measured, (datetime.date, datetime.datetime)):
-        measured = measured.isoformat()
-    reference = {}
-    if not isinstance(doc["reference"], dict):
-        raise HandoutError(f"{path}: reference must map part ids to {{size, gflops}}")
-    for part_id, entry in doc["reference"].items():
-        where = f"{path}: reference.{part_id}"
-        if not isinstance(entry, dict) or set(entry) != {"size", "gflops"}:
-            raise HandoutError(f"{where}: must be {{size: [j, k, l], gflops: number}}")
-        size = entry["size"]
-        if not (isinstance(size, list) and len(size) == 3
-                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in size)):
-            raise HandoutError(f"{where}.size: must be [j, k, l], got {size!r}")
-        reference[str(part_id)] = {"size": tuple(size), "gflops": _positive_number(entry["gflops"], f"{where}.gflops")}
-    return {
-        "device": str(doc["device"]),
-        "measured": str(measured),
-        "fp32_fma_gflops": _positive_number(doc["fp32_fma_gflops"], f"{path}: fp32_fma_gflops"),
-        "dram_gbps": _positive_number(doc["dram_gbps"], f"{path}: dram_gbps"),
-        "reference": reference,
-    }
+    """The grading GPU's published figures (spec.reference_gpu), as a handout error when they are broken."""
+    try:
+        return load_reference_gpu(root)
+    except ReferenceGpuError as e:
+        raise HandoutError(str(e)) from None
 
 
 def _answer_key(root: Path, assignment: Assignment) -> dict:
@@ -247,35 +209,34 @@ def _rubric_view(assignment: Assignment) -> dict:
 
 
 def _speed_view(assignment: Assignment, gpu: dict) -> dict:
-    ceiling_id = assignment.grading["speed"]["ceiling"]
-    zero_below = assignment.grading["speed"]["zero_below"]
-    figure = CEILING_FIGURES.get(ceiling_id)
-    if figure is None:
-        raise HandoutError(f"reference-gpu.yaml holds no figure for the speed ceiling {ceiling_id!r}")
+    rule = assignment.speed
     # The grader's own roofline arithmetic, on the figures the grading GPU measured.
-    ceilings = Ceilings(device_name=gpu["device"], device_uuid="", fp32_gflops=gpu[figure],
+    ceilings = Ceilings(device_name=gpu["device"], device_uuid="", fp32_gflops=gpu["fp32_fma_gflops"],
                         dram_gbps=gpu["dram_gbps"], measured_at=gpu["measured"], raw={})
     rows = []
     for part in assignment.parts:
         for case in part.cases["timing"]:
-            target = speed_target(ceilings, case.j, case.k, case.l, part.speed_target, zero_below)
             measured = gpu["reference"].get(part.id)
+            # A figure measured at another size says nothing about this one.
             same_size = measured is not None and measured["size"] == (case.j, case.k, case.l)
-            rows.append({
+            ai = intensity(case.j, case.k, case.l)
+            row = {
                 "part": part.id,
                 "size": _full_size(case),
-                "intensity": fmt_intensity(target.intensity),
-                "bound": fmt_gflops(target.bound),
-                "memory_bound": target.bound < ceilings.fp32_gflops,
-                "target_fraction": fmt_percent(part.speed_target),
-                "full_credit": fmt_gflops(target.full),
-                "no_credit": fmt_gflops(target.zero),
-                # A figure measured at another size says nothing about this one.
-                "reference": fmt_gflops(measured["gflops"]) if same_size else "not measured at this size",
-            })
+                "intensity": fmt_intensity(ai),
+                "bound": fmt_gflops(ceilings.bound(ai)),
+                "memory_bound": ceilings.bound(ai) < ceilings.fp32_gflops,
+                "reference": "not measured at this size", "of_roof": "", "full_credit": "", "no_credit": "",
+            }
+            if same_size:
+                target = speed_target(ceilings, case.j, case.k, case.l, measured["gflops"], rule)
+                row.update(reference=fmt_gflops(target.reference),
+                           of_roof=fmt_percent(target.reference / ceilings.fp32_gflops),
+                           full_credit=fmt_gflops(target.full), no_credit=fmt_gflops(target.zero))
+            rows.append(row)
     return {
-        "ceiling": CEILINGS[ceiling_id],
-        "zero_below": fmt_percent(zero_below),
+        "full_at": fmt_percent(rule.full_at),
+        "zero_at": fmt_percent(rule.zero_at),
         "device": gpu["device"],
         "measured": gpu["measured"],
         "ceiling_gflops": fmt_gflops(ceilings.fp32_gflops),

@@ -31,28 +31,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..system import process
-from . import roofline
 from ..spec.answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
-from ..system.atomic import write_atomically
 from ..spec.assignment import Assignment, Part, load_assignment
-from .build import SubmissionBuild
-from ..spec.public import public_assignment_text
-from .diagnose import STATUS_HINTS, case_hints
-from ..system.gpu_lock import GpuLock
-from .launch_checks import check_launches, launch_rows
-from .model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, answer_key_path, tool_path, unbuilt_reason
-from .runner import exit_codes, run_harness, verify, write_cases
-from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
-from .sanitizer import run_sanitizer
 from ..spec.matmul import matmul_flop
+from ..spec.public import public_assignment_text
+from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu
+from ..system import process
+from ..system.atomic import write_atomically
+from ..system.gpu_lock import GpuLock
+from ..system.paths import (ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, answer_key_path,
+                            tool_path, unbuilt_reason)
+from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
+from . import calibration, roofline
+from .build import SubmissionBuild
+from .diagnose import STATUS_HINTS, case_hints
+from .launch_checks import check_launches, launch_rows
+from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+from .runner import exit_codes, run_harness, verify, write_cases
+from .sanitizer import run_sanitizer
 from .scoring import IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time, speed_target
 from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
 NO_GPU = "not run: no CUDA device on this machine"
 NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
+NO_TARGETS = ("not scored: the grader could not time its reference solutions on this GPU, so it has no speed "
+              "targets")
+NO_TARGETS_NOTE = ("Speed was not scored: the grader could not time its reference solutions on this GPU, so it "
+                   "has no speed targets. This is a problem in the grader, not in your code; the course staff "
+                   "can see why and will regrade.")
 
 
 def fresh_seed() -> int:
@@ -135,6 +142,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     work = _work_dir(opt, sandbox)
     timings: dict = {}
     notes: list = []
+    staff_notes: list = []
 
     @contextmanager
     def timed(phase: str):
@@ -148,6 +156,10 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
 
     with timed("gpu probe and ceilings"):
         gpu, ceilings = _probe_gpu(roofline_tool, opt, notes) if states else (None, None)
+    basis = None
+    if ceilings is not None and opt.timing:
+        with timed("calibration"):
+            basis = _speed_basis(opt, assignment, gpu, ceilings, verify_tool, notes, staff_notes)
 
     opt.progress("static checks")
     with timed("static checks"):
@@ -183,11 +195,14 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         if opt.timing and ceilings is None:
             for s in runnable:
                 s.skip_from("speed", NO_CEILINGS)
+        elif opt.timing and basis is None:
+            for s in runnable:
+                s.set("speed", "error", NO_TARGETS)
         elif opt.timing:
             opt.progress("speed")
             with timed("speed"), opt.gpu_lock.exclusive():
                 for s in runnable:
-                    _speed(s, seed, work, assignment, verify_tool, ceilings, opt.sandbox)
+                    _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox)
 
     for s in states:
         # anything still unset was skipped on purpose
@@ -219,6 +234,8 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         notes=notes,
         title=assignment.title,
         answers=answers,
+        calibration=basis.summary(assignment.speed) if basis else None,
+        staff_notes=staff_notes,
     )
 
 
@@ -245,8 +262,11 @@ def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> Ans
 
 
 def _secrets(opt: GradeOptions, assignment: Assignment) -> list:
-    """Files student code must not read: the key, the full assignment, the solutions."""
-    paths = [opt.root / ASSIGNMENT_FILE, opt.root / "solutions"]
+    """Files student code must not read: the key, the full assignment, the
+    solutions, and the reference solutions compiled (the autograder bundle's
+    objects, and the built references of any tree)."""
+    paths = [opt.root / ASSIGNMENT_FILE, opt.root / "solutions", opt.root / COMPILED_REFERENCES_DIR,
+             opt.build_dir / calibration.REFERENCE_DIR]
     paths += [opt.answer_key] if opt.answer_key else [opt.root / place for place in ANSWER_KEY_PLACES]
     return paths
 
@@ -316,6 +336,38 @@ def _probe_gpu(tool: Path, opt: GradeOptions, notes: list):
         notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
         return gpu, None
     return gpu, ceilings
+
+
+def _speed_basis(opt: GradeOptions, assignment: Assignment, gpu: dict, ceilings, verify_tool: Path, notes: list,
+                 staff_notes: list) -> Optional[calibration.Calibration]:
+    """What the speed targets are fractions of: the reference solutions timed
+    on this GPU (cached per GPU), or, in `check` on a machine without them (a
+    student's), an estimate from the grading GPU's published figures. None,
+    with a note, when there is neither: speed is then not scored."""
+    if calibration.has_references(opt.build_dir, assignment):
+        try:
+            # The references are timed with the GPU to themselves, as a part is.
+            with opt.gpu_lock.exclusive():
+                basis, fresh = calibration.get_calibration(opt.build_dir, assignment, gpu, verify_tool, opt.sandbox)
+        except calibration.CalibrationError as e:
+            notes.append(NO_TARGETS_NOTE)
+            staff_notes.append(f"Calibration failed: {e}")
+            return None
+        if fresh:
+            staff_notes.append(f"The reference solutions were timed on this GPU for this grading "
+                               f"({basis.seconds:.1f} s); later gradings reuse it.")
+        return basis
+    if opt.mode == "check":
+        try:
+            return calibration.estimate(assignment, ceilings, gpu, load_reference_gpu(opt.root))
+        except ReferenceGpuError as e:
+            notes.append(f"Speed is not scored here: there are no reference solutions to time and no figures "
+                         f"from the grading GPU to estimate from ({e}).")
+            return None
+    notes.append(NO_TARGETS_NOTE)
+    staff_notes.append(f"{opt.build_dir} holds no reference solutions ({calibration.REFERENCE_DIR}/<part>): build "
+                       "the checkout, or the autograder bundle with its references/")
+    return None
 
 
 def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> None:
@@ -501,7 +553,7 @@ def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, o
 
 
 def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
-           sandbox: Sandbox) -> None:
+           basis: calibration.Calibration, sandbox: Sandbox) -> None:
     if not s.cases_all_passed:
         s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
         return
@@ -524,13 +576,16 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         s.set("speed", "failed", f"the timed calls were not all right: {reasons}", run.stderr.strip(), run.seconds,
               ["Each timed call gets new inputs: a kernel must compute every answer, never reuse an earlier one."])
         return
-    zero_below = assignment.grading["speed"]["zero_below"]
     fractions, speeds = [], []
     for v in verdict["cases"]:
+        reference = basis.speed_of(s.part.id, v["j"], v["k"], v["l"])
+        if reference is None:
+            s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", run.seconds)
+            return
         t = v["timing"]
         choice = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
         achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
-        target = speed_target(ceilings, v["j"], v["k"], v["l"], s.part.speed_target, zero_below)
+        target = speed_target(ceilings, v["j"], v["k"], v["l"], reference.gflops, assignment.speed)
         fraction = target.fraction(achieved)
         flags = list(choice.flags)
         if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
@@ -541,19 +596,21 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         speeds.append(Speed(
             case=f"{v['j']}x{v['k']}x{v['l']}", gflops=round(achieved, 1), time_ms=round(choice.ms, 4),
             event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
-            ceiling="FP32 FMA peak", ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
-            intensity=round(target.intensity, 2), target_fraction=s.part.speed_target,
-            target_gflops=round(target.full, 1), zero_gflops=round(target.zero, 1), fraction=round(fraction, 4),
-            flags=flags,
+            ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
+            intensity=round(target.intensity, 2), reference_gflops=round(reference.gflops, 1), rule=basis.rule,
+            full_at=assignment.speed.full_at, target_gflops=round(target.full, 1),
+            zero_gflops=round(target.zero, 1), fraction=round(fraction, 4), flags=flags,
         ))
     # Several timing cases combine by geometric mean, so one slow size is felt.
     fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
     best = speeds[0]
     best.fraction = round(fraction, 4)
     s.result.speed = best
+    estimated = " (estimated: no reference solutions on this machine)" if basis.rule == ESTIMATED_RULE else ""
     s.set("speed", "passed",
           f"{best.gflops:.0f} GFLOP/s at {best.case}: {100 * fraction:.0f}% of the speed points "
-          f"(full credit from {best.target_gflops:.0f} GFLOP/s)", "", run.seconds)
+          f"(full credit from {best.target_gflops:.0f} GFLOP/s = {100 * best.full_at:.0f}% of the reference "
+          f"solution here{estimated})", "", run.seconds)
 
 
 def _score(s: _Part) -> None:

@@ -31,6 +31,9 @@ STAGE_TITLES = {
     "speed": "speed",
 }
 STATUSES = ("passed", "failed", "not_run", "error")
+# Where a speed target's reference figure comes from (calibration.py).
+MEASURED_RULE = "reference"  # the reference solution, timed on this GPU
+ESTIMATED_RULE = "estimate"  # no reference here: scaled from the grading GPU's published figures
 
 
 @dataclass
@@ -78,12 +81,13 @@ class Speed:
     event_ms: float
     cupti_ms: float
     wall_ms: float
-    ceiling: str  # which measured ceiling bounds this part, e.g. "FP32 FMA peak"
-    ceiling_value: float  # GFLOP/s
+    ceiling_value: float  # the GPU's measured FP32 FMA rate, GFLOP/s
     bound_gflops: float  # roofline bound at this case's intensity
     intensity: float  # FLOP per byte of compulsory DRAM traffic
-    target_fraction: float  # full credit at this fraction of the bound
-    target_gflops: float
+    reference_gflops: float  # the part's reference solution at this size on this GPU
+    rule: str  # MEASURED_RULE or ESTIMATED_RULE
+    full_at: float  # full credit from this fraction of the reference
+    target_gflops: float  # = full_at x reference_gflops
     zero_gflops: float  # no credit at or below this
     fraction: float  # of the speed points earned, 0..1
     flags: list = field(default_factory=list)  # integrity notes (e.g. wall clock used instead of events)
@@ -136,6 +140,8 @@ class GradeResult:
     notes: list = field(default_factory=list)  # grading-wide notes ("no GPU: ...")
     title: str = ""  # the assignment's title, for headings
     answers: Optional[AnswersResult] = None  # the exercise questions (answers.py); None when there are none
+    calibration: Optional[dict] = None  # where the speed targets came from (Calibration.summary), None without
+    staff_notes: list = field(default_factory=list)  # for the course staff only (why the grader failed a stage)
 
     @property
     def score(self) -> float:

@@ -106,7 +106,7 @@ class Ceilings:
             raise RooflineError(f"missing key {e}") from None
         if not isinstance(ceilings.raw, dict):
             raise RooflineError("'raw' is not a JSON object")
-        _checked_uuid(ceilings.device_uuid)
+        checked_uuid(ceilings.device_uuid)
         _check_plausible(ceilings.fp32_gflops, ceilings.dram_gbps)
         try:
             datetime.fromisoformat(ceilings.measured_at.replace("Z", "+00:00"))
@@ -130,7 +130,7 @@ def _number(data: dict, key: str) -> float:
     return float(value)
 
 
-def _checked_uuid(uuid: str) -> str:
+def checked_uuid(uuid: str) -> str:
     if not _UUID_PATTERN.match(uuid):
         raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
     return uuid
@@ -163,7 +163,7 @@ def _device_uuid(device: dict) -> str:
         uuid = _string(device, "uuid")
     except KeyError:
         raise RooflineError(f"{TOOL_NAME} device object has no 'uuid'") from None
-    return _checked_uuid(uuid)
+    return checked_uuid(uuid)
 
 
 def ceilings_from_report(report: dict, measured_at: Optional[str] = None) -> Ceilings:
@@ -258,7 +258,7 @@ def cache_dir() -> Path:
 
 
 def cache_file(uuid: str) -> Path:
-    return cache_dir() / f"roofline-{_checked_uuid(uuid)}.json"
+    return cache_dir() / f"roofline-{checked_uuid(uuid)}.json"
 
 
 def load_cached(uuid: str) -> Optional[Ceilings]:

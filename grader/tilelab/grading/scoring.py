@@ -9,10 +9,14 @@ Speed: only a part that passed everything earns speed points. The time used
 is the median CUDA-event time of the timed calls, unless another clock says
 the call took longer: the CUPTI kernel span (work left running after the end
 event) or the host's wall clock up to a device-wide synchronize (work hidden
-on another stream). The achieved GFLOP/s is compared with the roofline bound
-of the timed case: min(ceiling, intensity x DRAM bandwidth), where intensity
-counts each matrix crossing DRAM once. Full credit at target x bound, none at
-or below zero_below x that, linear in between.
+on another stream). The achieved GFLOP/s is compared with the part's
+reference solution timed the same way on the same GPU (calibration.py):
+full credit from full_at x the reference's GFLOP/s, none at or below
+zero_at x it, linear in between (assignment.yaml: grading.speed). The
+roofline bound of the timed case, min(FP32 rate, intensity x DRAM
+bandwidth), where intensity counts each matrix crossing DRAM once, is shown
+beside it: it says how far every kernel, the reference too, is from what the
+hardware allows.
 """
 
 from __future__ import annotations
@@ -39,9 +43,10 @@ def case_points(total: float, n_cases: int) -> float:
 class SpeedTarget:
     """What one timed size is scored against, in GFLOP/s."""
     intensity: float  # FLOP per compulsory DRAM byte
-    bound: float  # the roofline at that intensity
-    full: float  # full speed points from here (target_fraction x bound)
-    zero: float  # no speed points at or below this (zero_below x full)
+    bound: float  # the roofline at that intensity (shown, not scored against)
+    reference: float  # the part's reference solution at this size on this GPU
+    full: float  # full speed points from here (full_at x reference)
+    zero: float  # no speed points at or below this (zero_at x reference)
 
     def fraction(self, achieved: float) -> float:
         """The share of the speed points `achieved` GFLOP/s earns: 0 at or
@@ -53,13 +58,15 @@ class SpeedTarget:
         return (achieved - self.zero) / (self.full - self.zero)
 
 
-def speed_target(ceilings, j: int, k: int, l: int, target_fraction: float, zero_below: float) -> SpeedTarget:
-    """The targets of a j x k x l multiplication on a GPU with these
-    ceilings (anything with a roofline `bound(intensity)`)."""
+def speed_target(ceilings, j: int, k: int, l: int, reference_gflops: float, rule) -> SpeedTarget:
+    """The targets of a j x k x l multiplication whose reference solution
+    reaches `reference_gflops` on a GPU with these ceilings (anything with a
+    roofline `bound(intensity)`), under `rule` (assignment.SpeedRule)."""
+    if not reference_gflops > 0:
+        raise ValueError(f"a reference speed must be positive, not {reference_gflops!r}")
     ai = intensity(j, k, l)
-    bound = ceilings.bound(ai)
-    full = target_fraction * bound
-    return SpeedTarget(ai, bound, full, zero_below * full)
+    return SpeedTarget(ai, ceilings.bound(ai), reference_gflops, rule.full_at * reference_gflops,
+                       rule.zero_at * reference_gflops)
 
 
 @dataclass

@@ -41,6 +41,7 @@ from typing import Callable, Optional
 
 from ..spec.assignment import Assignment, AssignmentError, load_assignment
 from ..system.atomic import write_atomically
+from ..grading.model import ESTIMATED_RULE
 from ..system.gpu_lock import GpuLock
 from ..grading.grade import build_jobs_each, fresh_seed
 from ..outputs.gradescope import error_results
@@ -92,6 +93,8 @@ class Row:
     questions: Optional[float] = None
     seed: Optional[int] = None
     seconds: Optional[float] = None
+    gpu: str = ""  # the GPU that graded it
+    targets: str = ""  # the full-credit speed targets there, GFLOP/s per part ("naive 4235; tiled 7353")
     detail: str = ""  # for the summary (a grader error's message); not in the CSV
     resumed: bool = False  # graded by an earlier run
 
@@ -302,9 +305,20 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
             questions=float(answers["score"]) if isinstance(answers, dict) else None,
             seed=int(detailed["seed"]),
             seconds=float(marker.get("seconds", detailed.get("seconds", 0.0))),
+            gpu=str((detailed.get("gpu") or {}).get("name", "")),
+            targets=_targets_cell(detailed.get("calibration")),
         )
     except (KeyError, TypeError, ValueError):
         return Row(student, "skipped: grade.json is unreadable")
+
+
+def _targets_cell(calibration) -> str:
+    """The full-credit targets a grading used, as one cell; estimates are marked."""
+    if not isinstance(calibration, dict) or not isinstance(calibration.get("full_credit_from"), dict):
+        return ""
+    mark = "~" if calibration.get("rule") == ESTIMATED_RULE else ""
+    return "; ".join(f"{name.split(' ')[0]} {mark}{float(value):.0f}"
+                     for name, value in calibration["full_credit_from"].items())
 
 
 def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: dict,
@@ -354,12 +368,13 @@ def write_gradebook(path: Path, rows: list, part_ids: list) -> None:
     """Header first, one row per student; replaced whole, never half-written."""
     text = io.StringIO()
     writer = csv.writer(text)
-    writer.writerow(["student", "total", "max", *part_ids, "questions", "seed", "status", "seconds"])
+    writer.writerow(["student", "total", "max", *part_ids, "questions", "seed", "status", "seconds", "gpu",
+                     "full-credit targets (GFLOP/s)"])
     for r in rows:
         writer.writerow([_student_cell(r.student), _cell(r.total), _cell(r.max),
                          *(_cell(r.parts.get(p)) for p in part_ids), _cell(r.questions),
                          "" if r.seed is None else r.seed, r.status,
-                         "" if r.seconds is None else f"{r.seconds:.1f}"])
+                         "" if r.seconds is None else f"{r.seconds:.1f}", r.gpu, r.targets])
     write_atomically(path, text.getvalue())
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..grading.model import STAGE_TITLES, GradeResult
+from ..grading.model import ESTIMATED_RULE, STAGE_TITLES, GradeResult
 
 _STYLE = {"passed": ("ok", "green"), "failed": ("FAIL", "bold red"), "not_run": ("-", "dim"),
           "error": ("grader error", "yellow")}
@@ -30,12 +30,20 @@ def print_check(result: GradeResult, console: Console = None) -> None:
             cases = f"[bold red]{cases}[/bold red]"
         speed = _cell(p.stages["speed"].status)
         if p.speed is not None:
-            speed = f"{p.speed.gflops:.0f} / {p.speed.target_gflops:.0f} GFLOP/s"
+            estimated = "~" if p.speed.rule == ESTIMATED_RULE else ""
+            speed = f"{p.speed.gflops:.0f} / {estimated}{p.speed.target_gflops:.0f} GFLOP/s"
         build = _cell("failed" if "failed" in (p.stages["static"].status, p.stages["build"].status)
                       else p.stages["build"].status)
         table.add_row(p.id, build, cases, _cell(p.stages["launch"].status), _cell(p.stages["memcheck"].status),
                       _cell(p.stages["racecheck"].status), speed, f"{p.score:.1f} / {p.max_score:.1f}")
     console.print(table)
+    timed = [p.speed for p in result.parts if p.speed is not None]
+    if any(s.rule == ESTIMATED_RULE for s in timed):
+        console.print("Speed targets (~) are estimates: this machine has no reference solutions to time, so each "
+                      "is the reference's share of the FP32 roof on the course's grading GPU, applied to this GPU. "
+                      "The grader times the real references on its own GPU.")
+    elif timed:
+        console.print("Speed targets: a share of the reference solution's speed, timed on this GPU.")
     for note in result.notes:
         console.print(f"[yellow]{note}[/yellow]")
     for p in result.parts:

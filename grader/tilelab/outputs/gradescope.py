@@ -25,12 +25,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..spec.answers import AnswersResult
-from ..system.atomic import write_atomically
-from ..spec.assignment import Assignment
 from ..grading.model import STAGE_TITLES, STAGES, GradeResult, PartResult
-from .report import md_text
 from ..grading.scoring import case_points
+from ..spec.answers import AnswersResult
+from ..spec.assignment import Assignment
+from ..system.atomic import write_atomically
+from .report import full_credit_words, md_text, reference_words
 
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
 _QUESTION_MARK = {"correct": "correct", "wrong": "WRONG", "unanswered": "no answer", "invalid": "NOT READABLE",
@@ -123,11 +123,10 @@ def _speed_output(result: PartResult) -> str:
         lines += [
             "",
             f"- achieved: {sp.gflops:.0f} GFLOP/s ({sp.time_ms:.3f} ms at {sp.case})",
-            f"- roofline bound: {sp.bound_gflops:.0f} GFLOP/s = the {sp.ceiling} measured on this GPU "
-            f"({sp.ceiling_value:.0f} GFLOP/s); at {sp.intensity:.0f} FLOP per byte of DRAM traffic the "
-            f"multiplication is compute-bound",
-            f"- full credit from {sp.target_gflops:.0f} GFLOP/s ({100 * sp.target_fraction:.1f}% of the bound), "
-            f"none at or below {sp.zero_gflops:.0f} GFLOP/s",
+            f"- full credit from {full_credit_words(sp)}; none at or below {sp.zero_gflops:.0f} GFLOP/s",
+            f"- reference solution: {reference_words(sp)}",
+            f"- roofline bound: {sp.bound_gflops:.0f} GFLOP/s, the FP32 FMA rate measured on this GPU; at "
+            f"{sp.intensity:.0f} FLOP per byte of DRAM traffic the multiplication is compute-bound",
         ]
         lines += [f"- note: {flag}" for flag in sp.flags]
         if st.status == "passed" and result.speed_score == 0 and sp.fraction > 0:
@@ -268,6 +267,10 @@ def results_json(result: GradeResult, assignment: Assignment) -> dict:
     if result.answers is not None:
         tests += question_tests(result.answers, {q.id: q.text for q in assignment.questions},
                                 assignment.grading["visibility"]["questions"])
+    if result.staff_notes:
+        # What went wrong in the grader itself, for the staff's eyes only.
+        tests.append(_test("Grader notes (staff only)", "S.1", 0, 0,
+                           "\n".join(f"- {n}" for n in result.staff_notes), ["staff"], "hidden"))
     return {
         "score": _round(sum(t["score"] for t in tests)),
         "execution_time": round(result.seconds, 2),
@@ -278,7 +281,7 @@ def results_json(result: GradeResult, assignment: Assignment) -> dict:
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "extra_data": {"tilelab": {"mode": result.mode, "seed": result.seed, "gpu": result.gpu,
-                                   "ceilings": result.ceilings}},
+                                   "ceilings": result.ceilings, "calibration": result.calibration}},
         "tests": tests,
     }
 

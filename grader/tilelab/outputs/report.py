@@ -30,7 +30,7 @@ from typing import Callable, Optional
 import jinja2
 
 from ..spec.answers import AnswersResult
-from ..grading.model import STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
+from ..grading.model import ESTIMATED_RULE, STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
 
 AUDIENCES = ("student", "staff")
 
@@ -375,6 +375,23 @@ def _cases_view(cases: list, total: int = 0) -> dict:
     }
 
 
+def full_credit_words(speed: Speed) -> str:
+    """The full-credit target both ways: against the hardware and against the
+    reference solution on the same GPU (the one it is scored by)."""
+    estimated = " (estimated)" if speed.rule == ESTIMATED_RULE else ""
+    return (f"{fmt_gflops(speed.target_gflops)} GFLOP/s = {fmt_percent(speed.target_gflops / speed.ceiling_value)} "
+            f"of this GPU's FP32 roof = {fmt_percent(speed.full_at)} of the reference solution here{estimated}")
+
+
+def reference_words(speed: Speed) -> str:
+    """Where the reference solution's figure comes from."""
+    if speed.rule == ESTIMATED_RULE:
+        return (f"about {fmt_gflops(speed.reference_gflops)} GFLOP/s: an estimate, since this machine has no "
+                "reference solutions to time (its share of the FP32 roof on the course's grading GPU, applied to "
+                "this one); the grader times the real reference on its own GPU")
+    return f"{fmt_gflops(speed.reference_gflops)} GFLOP/s, timed by the grader on this GPU the same way"
+
+
 def _speed_rows(speed: Speed, part: PartResult, staff: bool) -> list:
     """(label, value) rows: what was measured, what earns credit, and why."""
     points = f"{fmt_points(part.speed_score)} / {fmt_points(part.speed_max)}"
@@ -387,12 +404,13 @@ def _speed_rows(speed: Speed, part: PartResult, staff: bool) -> list:
     rows = [
         ("timed case", speed.case),
         ("achieved", f"{fmt_gflops(speed.gflops)} GFLOP/s ({_ms(speed.time_ms)} ms per call)"),
-        ("full credit at",
-         f"≥ {fmt_gflops(speed.target_gflops)} GFLOP/s ({fmt_percent(speed.target_fraction)} of the roofline bound)"),
-        ("no credit at", f"≤ {fmt_gflops(speed.zero_gflops)} GFLOP/s"),
+        ("full credit from", full_credit_words(speed)),
+        ("no credit at", f"≤ {fmt_gflops(speed.zero_gflops)} GFLOP/s "
+                         f"({fmt_percent(speed.zero_gflops / speed.reference_gflops)} of the reference solution)"),
+        ("reference solution", reference_words(speed)),
         ("roofline bound",
          f"{fmt_gflops(speed.bound_gflops)} GFLOP/s at an intensity of {fmt_intensity(speed.intensity)} FLOP/byte, "
-         f"set by the {speed.ceiling} ({fmt_gflops(speed.ceiling_value)} GFLOP/s)"),
+         f"set by the FP32 FMA rate measured on this GPU ({fmt_gflops(speed.ceiling_value)} GFLOP/s)"),
         ("earned", earned),
     ]
     if staff:
@@ -409,8 +427,9 @@ def _speed_verdict(speed: Speed) -> str:
     if speed.fraction >= 1:
         return "At or above the full-credit target."
     if speed.fraction <= 0:
-        return ("At or below the no-credit threshold: the kernel is far from what the hardware allows "
-                "(a tiled kernel that reuses each loaded value many times gets well above it).")
+        return ("At or below the no-credit threshold: far slower than the reference solution on the same GPU. "
+                "Look for the technique this part teaches (how the threads map to the matrix, what is staged in "
+                "shared memory).")
     return "Between the no-credit threshold and the full-credit target: partial credit, in proportion."
 
 
@@ -604,7 +623,7 @@ def _report_view(result: GradeResult, audience: str) -> dict:
         raise ValueError(f"audience must be one of {AUDIENCES}, not {audience!r}")
     staff = audience == "staff"
     parts = [_part_view(p, result, staff) for p in result.parts]
-    notes = [str(n) for n in result.notes]
+    notes = [str(n) for n in result.notes] + ([f"Staff: {n}" for n in result.staff_notes] if staff else [])
     if not staff:
         # Grading-wide notes are written without a part in mind; hide every
         # part's hidden cases in them.
@@ -738,6 +757,7 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
     colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     lowest = min([p.speed.gflops for p in parts]
                  + [p.speed.target_gflops for p in parts if _positive(p.speed.target_gflops)])
+    references = [p for p in parts if _positive(p.speed.reference_gflops)]
     y_low, y_high = min(lowest, dram * x_low) / 2, fp32 * 3
     axes.set_xlim(x_low, x_high)
     axes.set_ylim(y_low, y_high)
@@ -769,9 +789,17 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
                       color=colour, linestyle="none")
             axes.plot([speed.intensity, speed.intensity], [speed.gflops, speed.target_gflops], color=colour,
                       linestyle=":", linewidth=1)
-    # One legend entry explains every target bar.
+        if _positive(speed.reference_gflops):
+            axes.plot([speed.intensity], [speed.reference_gflops], marker="*", markersize=11, color=colour,
+                      markeredgecolor="black", markeredgewidth=0.5, linestyle="none")
+    # One legend entry explains every target bar, one every reference star.
     axes.plot([], [], marker="_", markersize=14, markeredgewidth=2.5, color="#444444", linestyle="none",
               label="full-credit target (same colour as its part)")
+    if references:
+        estimated = any(p.speed.rule == ESTIMATED_RULE for p in references)
+        axes.plot([], [], marker="*", markersize=11, color="#444444", markeredgecolor="black",
+                  markeredgewidth=0.5, linestyle="none",
+                  label="reference solution, estimated" if estimated else "reference solution on this GPU")
 
     axes.set_xlabel("arithmetic intensity (FLOP per byte of compulsory DRAM traffic)")
     axes.set_ylabel("GFLOP/s")

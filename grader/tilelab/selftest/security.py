@@ -81,7 +81,9 @@ class Probes:
 
 def leak_markers(root: Path, assignment: Assignment, key_path: Path, canary: str) -> dict:
     """Strings that must never reach a student, each with what it would reveal."""
-    markers = {canary: "the canary planted for this run"}
+    markers = {canary: "the canary planted for this run",
+               # printed by security-read-secrets when it could read a compiled reference
+               "READ-COMPILED-REFERENCE": "a compiled reference solution"}
     public_text = public_assignment_text(root) + "".join(
         p.read_text(errors="replace") for p in (root / "starter").glob("*"))
     if key_path.exists():

@@ -29,7 +29,6 @@ PROP_KEYS = ("sharedMemPerBlock", "maxThreadsPerBlock")
 CASE_SETS = ("public", "hidden", "timing", "memcheck", "racecheck")
 GRADED_SETS = ("public", "hidden")  # their case names share one namespace in reports
 SHARED_MEMORY_POLICIES = ("any", "required", "dynamic_only")
-CEILINGS = {"fp32_fma": "FP32 FMA peak"}  # measured ceilings a speed target may be a fraction of
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 STAGE_TIME_LIMITS = ("build", "correctness", "sanitizer", "speed")
 MAX_DIMENSION = 1 << 20
@@ -78,7 +77,6 @@ class Part:
     points: dict
     cases: dict  # set name -> tuple of Case
     shared_memory: str  # one of SHARED_MEMORY_POLICIES
-    speed_target: float  # full speed credit at this fraction of the roofline bound
 
     @property
     def declaration(self) -> str:
@@ -99,13 +97,24 @@ class Question:
 
 
 @dataclass(frozen=True)
+class SpeedRule:
+    """How a part's speed is scored, for every part alike: against its
+    reference solution timed on the same GPU (tilelab.grading.calibration)."""
+
+    full_at: float  # full speed points from this fraction of the reference's GFLOP/s
+    zero_at: float  # none at or below this fraction
+    runs: int  # timed runs of each reference per calibration (median; their spread is reported)
+
+
+@dataclass(frozen=True)
 class Assignment:
     path: Path
     name: str
     title: str
-    grading: dict  # time_limits, visibility, speed (ceiling, zero_below)
+    grading: dict  # time_limits, visibility
     timing: dict
     parts: tuple
+    speed: SpeedRule
     questions: tuple = ()
     question_code: dict = field(default_factory=dict)  # name -> code shown with the questions
 
@@ -214,10 +223,13 @@ def _parse_case(raw: Any, where: str, signature: str) -> Case:
 
 
 def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
+    if isinstance(raw, dict) and "speed" in raw:
+        _fail(f"{where}.speed", "a part has no speed target of its own any more: every part is scored against "
+                                "its reference solution on the grading GPU (grading.speed)")
     raw = _mapping(
         raw,
         where,
-        required=("id", "title", "file", "launcher", "signature", "teaches", "points", "cases", "launch", "speed"),
+        required=("id", "title", "file", "launcher", "signature", "teaches", "points", "cases", "launch"),
         optional=("tolerance",),
     )
     part_id = _string(raw["id"], f"{where}.id", _ID_RE, "lower-case letters, digits and '_'")
@@ -263,8 +275,6 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
         _fail(f"{where}.launch.shared_memory", f"must be one of {', '.join(SHARED_MEMORY_POLICIES)}")
     if launch["shared_memory"] == "dynamic_only" and signature != "rectangular_props":
         _fail(f"{where}.launch.shared_memory", "dynamic_only needs a launcher that is given cudaDeviceProp")
-    speed = _mapping(raw["speed"], f"{where}.speed", required=("target",))
-    speed_target = _number(speed["target"], f"{where}.speed.target", 1e-6, 1.0)
     return Part(
         id=part_id,
         title=_string(raw["title"], f"{where}.title"),
@@ -276,7 +286,6 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
         points=points,
         cases=cases,
         shared_memory=launch["shared_memory"],
-        speed_target=speed_target,
     )
 
 
@@ -344,17 +353,25 @@ def _parse_grading(raw: Any) -> dict:
     for key, value in visibility.items():
         if value not in VISIBILITIES:
             _fail(f"grading.visibility.{key}", f"must be one of {', '.join(VISIBILITIES)}, got {value!r}")
-    speed = _mapping(raw["speed"], "grading.speed", required=("ceiling", "zero_below"))
-    if speed["ceiling"] not in CEILINGS:
-        _fail("grading.speed.ceiling", f"must be one of {', '.join(CEILINGS)}, got {speed['ceiling']!r}")
     return {
         "time_limits": {k: _number(limits[k], f"grading.time_limits.{k}", 1, 3600) for k in STAGE_TIME_LIMITS},
         "visibility": dict(visibility),
-        "speed": {
-            "ceiling": speed["ceiling"],
-            "zero_below": _number(speed["zero_below"], "grading.speed.zero_below", 0.0, 0.99),
-        },
     }
+
+
+def _parse_speed_rule(raw: Any) -> SpeedRule:
+    if isinstance(raw, dict) and ("ceiling" in raw or "zero_below" in raw):
+        _fail("grading.speed", "targets are no longer fractions of the roofline: give full_at and zero_at, "
+                               "fractions of the reference solution's GFLOP/s on the grading GPU")
+    speed = _mapping(raw, "grading.speed", required=("full_at", "zero_at", "calibration_runs"))
+    full_at = _number(speed["full_at"], "grading.speed.full_at", 0.05, 2.0)
+    zero_at = _number(speed["zero_at"], "grading.speed.zero_at", 0.0, 2.0)
+    if zero_at >= full_at:
+        _fail("grading.speed.zero_at", f"must be below full_at ({full_at:g}), got {zero_at:g}")
+    runs = speed["calibration_runs"]
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 20:
+        _fail("grading.speed.calibration_runs", f"must be a whole number from 1 to 20, got {runs!r}")
+    return SpeedRule(full_at=full_at, zero_at=zero_at, runs=runs)
 
 
 def parse_assignment(doc: Any, path: Path) -> Assignment:
@@ -390,6 +407,7 @@ def parse_assignment(doc: Any, path: Path) -> Assignment:
         grading=grading,
         timing=timing,
         parts=parts,
+        speed=_parse_speed_rule(doc["grading"]["speed"]),
         questions=questions,
         question_code=question_code,
     )

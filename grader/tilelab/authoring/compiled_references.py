@@ -1,0 +1,61 @@
+"""The reference solutions compiled for the autograder bundle.
+
+The grader sets each part's speed targets by timing its reference solution
+on the GPU that grades (grading/calibration.py). The autograder bundle must
+not carry the solutions' sources, and no GPU is present where it is set up
+(Gradescope, `docker build`), so it carries each reference compiled instead:
+one object per part with machine code for the portable list of
+architectures and PTX for newer GPUs (cmake/CudaArchitectures.cmake,
+TILELAB_PORTABLE). The bundle's setup links them into build/reference/,
+and builds student parts for the same list, so a student's part and its
+reference are compiled alike.
+
+The objects are built by the project's own CMake, in a tree of their own,
+with the very flags a part gets: a second set of compiler flags would let
+the two drift apart.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import sys
+from pathlib import Path
+
+from ..spec.assignment import Assignment
+from ..system import process
+
+BUILD_TIME_LIMIT = 1800
+
+
+class ReferenceBuildError(RuntimeError):
+    """The references could not be compiled."""
+
+
+def compile_references(root: Path, assignment: Assignment, tree: Path) -> dict:
+    """Compiles every part's reference into an object in `tree` (kept, so a
+    second call recompiles only what changed): part id -> object path."""
+    tree.mkdir(parents=True, exist_ok=True)
+    # Two bundles made at once (tests, gates) must not build one tree together.
+    with open(tree / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _compile(root, assignment, tree)
+
+
+def _compile(root: Path, assignment: Assignment, tree: Path) -> dict:
+    configured = process.run(
+        ["cmake", "-S", root, "-B", tree, "-DTILELAB_PORTABLE=ON", "-DTILELAB_BUILD_TESTS=OFF",
+         "-DCMAKE_BUILD_TYPE=Release", f"-DPython3_EXECUTABLE={sys.executable}"], BUILD_TIME_LIMIT)
+    if configured.exit_code != 0:
+        raise ReferenceBuildError("configuring the reference build failed:\n" + configured.output[-3000:])
+    targets = [f"reference_{p.id}_object" for p in assignment.parts]
+    built = process.run(["cmake", "--build", tree, "-j", "--target", *targets], BUILD_TIME_LIMIT)
+    if built.exit_code != 0:
+        raise ReferenceBuildError("compiling the references failed:\n" + built.output[-3000:])
+    objects = {}
+    for p in assignment.parts:
+        listing = tree / "reference" / f"{p.id}.objects"
+        path = Path(listing.read_text().split(";")[0].strip())
+        if not path.is_file():
+            raise ReferenceBuildError(f"the reference of {p.id} compiled, but {path} is missing")
+        objects[p.id] = path
+    return objects

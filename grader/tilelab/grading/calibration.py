@@ -1,0 +1,340 @@
+"""Speed targets that hold on any GPU: the reference solutions, timed on the GPU that grades.
+
+A fixed share of the FP32 roof does not carry from one GPU to another: the
+textbook tiled kernel reaches 14 % of an H100's FP32 rate but 7.7 % of an
+RTX A6000's. So a part's targets are fractions of what its reference
+solution reaches on this very GPU (assignment.yaml, grading.speed). Each
+reference is timed exactly as a student's part is (the same harness, case
+file and time rule), `runs` times in one process, and the median is kept.
+
+A calibration is cached beside the GPU's ceilings, keyed by its UUID, with a
+fingerprint of everything it depends on: the reference executables (which
+hold the references, the harness and the toolkit that built them), the
+timing settings and sizes of assignment.yaml, the runs, the driver and the
+runtime. When any of them changes, the references are timed again.
+
+When the references cannot be timed (missing, failing, wrong), or time far
+below an earlier calibration of the same GPU, there is no calibration:
+speed is then not scored, and the result says it is the grader's fault.
+A student's machine has no references (the student bundle carries none):
+there `tilelab check` estimates the targets from the grading GPU's
+published figures (spec.reference_gpu), and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+from ..spec.assignment import Assignment, Part
+from ..spec.matmul import matmul_flop
+from ..spec.reference_gpu import REFERENCE_GPU_PATH
+from ..system.atomic import write_atomically
+from ..system.sandbox import Sandbox
+from . import roofline
+from .model import ESTIMATED_RULE, MEASURED_RULE
+from .runner import run_harness, verify, write_cases
+from .scoring import gflops, scoring_time, speed_target
+
+# Bump when the way references are timed changes: older caches then measure again.
+CALIBRATION_VERSION = 1
+REFERENCE_DIR = "reference"  # build/<this>/<part>: cmake/reference/CMakeLists.txt
+# A new calibration this far below the last one of the same GPU is not
+# believed: a throttled or shared GPU, a broken toolkit. Staff look first.
+DROP_LIMIT = 0.7
+CALIBRATION_SEED = 0xCA11B  # the references always see the same inputs
+TIME_LIMIT_S = 300
+
+
+class CalibrationError(RuntimeError):
+    """The references could not be timed, or what they gave cannot be trusted."""
+
+
+@dataclass(frozen=True)
+class ReferenceSpeed:
+    """One reference solution at one timing size."""
+
+    part: str
+    j: int
+    k: int
+    l: int
+    runs: tuple  # GFLOP/s of each timed run (each the median of the timed calls)
+
+    @property
+    def case(self) -> str:
+        return f"{self.j}x{self.k}x{self.l}"
+
+    @property
+    def gflops(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def spread(self) -> float:
+        """(fastest - slowest run) / median: 0 for one run."""
+        return (max(self.runs) - min(self.runs)) / self.gflops
+
+    def to_dict(self) -> dict:
+        return {"part": self.part, "j": self.j, "k": self.k, "l": self.l, "runs": list(self.runs)}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What each part's reference reaches on one GPU."""
+
+    rule: str  # model.MEASURED_RULE or model.ESTIMATED_RULE
+    device_uuid: str
+    device_name: str
+    fingerprint: str
+    measured_at: str  # ISO 8601, UTC
+    seconds: float  # how long the timing took
+    speeds: tuple  # of ReferenceSpeed
+    source: str = ""  # where an estimate's figures come from
+
+    def speed_of(self, part_id: str, j: int, k: int, l: int) -> Optional[ReferenceSpeed]:
+        return next((s for s in self.speeds if (s.part, s.j, s.k, s.l) == (part_id, j, k, l)), None)
+
+    def summary(self, rule) -> dict:
+        """What a grading records of the calibration its targets came from
+        (`rule`: assignment.SpeedRule): each reference and the full-credit target it sets."""
+        return {"rule": self.rule, "device_name": self.device_name, "measured_at": self.measured_at,
+                "fingerprint": self.fingerprint[:16], "source": self.source,
+                "references": {f"{s.part} {s.case}": round(s.gflops, 1) for s in self.speeds},
+                "full_credit_from": {f"{s.part} {s.case}": round(rule.full_at * s.gflops, 1) for s in self.speeds}}
+
+    def to_dict(self) -> dict:
+        return {"version": CALIBRATION_VERSION, "rule": self.rule, "device_uuid": self.device_uuid,
+                "device_name": self.device_name, "fingerprint": self.fingerprint,
+                "measured_at": self.measured_at, "seconds": self.seconds,
+                "speeds": [s.to_dict() for s in self.speeds]}
+
+    @classmethod
+    def from_dict(cls, data) -> "Calibration":
+        """Inverse of to_dict; CalibrationError when `data` is not one."""
+        try:
+            if data["version"] != CALIBRATION_VERSION or data["rule"] != MEASURED_RULE:
+                raise CalibrationError("a calibration of another version")
+            speeds = tuple(
+                ReferenceSpeed(str(s["part"]), int(s["j"]), int(s["k"]), int(s["l"]),
+                               tuple(float(r) for r in s["runs"]))
+                for s in data["speeds"])
+            calibration = cls(MEASURED_RULE, str(data["device_uuid"]), str(data["device_name"]),
+                              str(data["fingerprint"]), str(data["measured_at"]), float(data["seconds"]), speeds)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CalibrationError(f"not a calibration ({e})") from None
+        if not speeds or any(not s.runs or min(s.runs) <= 0 for s in speeds):
+            raise CalibrationError("a calibration without positive figures")
+        return calibration
+
+
+def reference_binary(build_dir: Path, part_id: str) -> Path:
+    return Path(build_dir) / REFERENCE_DIR / part_id
+
+
+def has_references(build_dir: Path, assignment: Assignment) -> bool:
+    """Whether this build holds a reference for every part (a checkout or the
+    autograder; never the student bundle)."""
+    return all(reference_binary(build_dir, p.id).is_file() for p in assignment.parts)
+
+
+def fingerprint(build_dir: Path, assignment: Assignment, device: dict) -> str:
+    """A digest of everything a calibration depends on; unchanged while it holds."""
+    digest = hashlib.sha256()
+    settings = {
+        "version": CALIBRATION_VERSION,
+        "timing": assignment.timing,
+        "runs": assignment.speed.runs,
+        "parts": [[p.id, p.signature, [c.to_json() for c in p.cases["timing"]]] for p in assignment.parts],
+        "device": [device.get(k) for k in ("name", "compute_capability", "driver_version", "runtime_version")],
+    }
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    for p in assignment.parts:
+        binary = reference_binary(build_dir, p.id)
+        try:
+            with open(binary, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as e:
+            raise CalibrationError(f"cannot read the reference of {p.id} ({binary}: {e.strerror})") from None
+    return digest.hexdigest()
+
+
+def _time_reference(part: Part, assignment: Assignment, build_dir: Path, verify_tool: Path, work: Path,
+                    sandbox: Sandbox) -> list:
+    """One harness process times each of the part's timing sizes `runs` times."""
+    binary = reference_binary(build_dir, part.id)
+    if not binary.is_file():
+        raise CalibrationError(f"there is no reference build of {part.id} ({binary})")
+    runs = assignment.speed.runs
+    entries = [(f"{case.name}-run{r + 1}", case) for case in part.cases["timing"] for r in range(runs)]
+    case_file = write_cases(part, entries, work / part.id, CALIBRATION_SEED, timing=assignment.timing)
+    run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox)
+    if run.timed_out or run.exit_code != 0:
+        why = "took too long" if run.timed_out else f"ended with exit status {run.exit_code} (signal {run.signal})"
+        raise CalibrationError(f"the reference of {part.id} {why} while it was timed: "
+                               f"{run.stderr.strip()[-500:] or 'no message'}")
+    verdict = {v["name"]: v for v in verify(verify_tool, case_file)["cases"]}
+    speeds = []
+    for case in part.cases["timing"]:
+        measured = []
+        for name in (f"{case.name}-run{r + 1}" for r in range(runs)):
+            v = verdict.get(name)
+            if v is None:
+                raise CalibrationError(f"the reference of {part.id} was not timed at {case.name}")
+            if not v["passed"]:
+                raise CalibrationError(f"the reference of {part.id} computed wrong answers while timed at "
+                                       f"{case.name}: {'; '.join(v['reasons'])}")
+            t = v["timing"]
+            chosen = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
+            measured.append(gflops(matmul_flop(case.j, case.k, case.l), chosen.ms))
+        speeds.append(ReferenceSpeed(part.id, case.j, case.k, case.l, tuple(round(g, 1) for g in measured)))
+    return speeds
+
+
+def measure(build_dir: Path, assignment: Assignment, device: dict, verify_tool: Path,
+            sandbox: Optional[Sandbox] = None, digest: Optional[str] = None) -> Calibration:
+    """Times every part's reference on the GPU `device` names (the caller
+    holds it exclusively). The references are the grader's own code: they run
+    as the grader, on the sandbox's GPU (its CUDA_VISIBLE_DEVICES)."""
+    started = time.monotonic()
+    digest = digest or fingerprint(build_dir, assignment, device)
+    runner = Sandbox(extra_env=dict(sandbox.extra_env) if sandbox else {})
+    speeds = []
+    with tempfile.TemporaryDirectory(prefix="tilelab-calibrate-") as work:
+        for part in assignment.parts:
+            speeds += _time_reference(part, assignment, build_dir, verify_tool, Path(work), runner)
+    return Calibration(MEASURED_RULE, str(device["uuid"]), str(device.get("name", "")), digest,
+                       _now_utc(), round(time.monotonic() - started, 2), tuple(speeds))
+
+
+def _now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cache_file(uuid: str) -> Path:
+    return roofline.cache_dir() / f"calibration-{roofline.checked_uuid(uuid)}.json"
+
+
+def load_cached(uuid: str) -> Optional[Calibration]:
+    """The last calibration of this GPU, whatever its fingerprint; None when there is none usable."""
+    try:
+        calibration = Calibration.from_dict(json.loads(cache_file(uuid).read_text()))
+    except (OSError, ValueError, CalibrationError):
+        return None
+    return calibration if calibration.device_uuid == uuid else None
+
+
+def save(calibration: Calibration) -> Path:
+    path = cache_file(calibration.device_uuid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(calibration.to_dict(), indent=2) + "\n")
+    return path
+
+
+def drops(new: Calibration, old: Optional[Calibration]) -> list:
+    """Where `new` is far below `old` on the same GPU, in words (empty: nowhere)."""
+    if old is None:
+        return []
+    found = []
+    for s in new.speeds:
+        before = old.speed_of(s.part, s.j, s.k, s.l)
+        if before is not None and s.gflops < DROP_LIMIT * before.gflops:
+            found.append(f"{s.part} at {s.case}: {s.gflops:,.0f} GFLOP/s against {before.gflops:,.0f} "
+                         f"on {old.measured_at}")
+    return found
+
+
+def get_calibration(build_dir: Path, assignment: Assignment, device: dict, verify_tool: Path,
+                    sandbox: Optional[Sandbox] = None, refresh: bool = False,
+                    accept_drop: bool = False) -> tuple:
+    """This GPU's calibration: (Calibration, measured_now). From the cache
+    while its fingerprint holds; otherwise timed now and cached. A new one
+    far below the last one of the same GPU raises CalibrationError and is not
+    kept, unless `accept_drop` (staff ran `tilelab calibrate` on purpose)."""
+    uuid = roofline.checked_uuid(str(device.get("uuid", "")))
+    current = fingerprint(build_dir, assignment, device)
+    cached = load_cached(uuid)
+    if cached is not None and cached.fingerprint == current and not refresh:
+        return cached, False
+    calibration = measure(build_dir, assignment, device, verify_tool, sandbox, current)
+    fallen = drops(calibration, cached)
+    if fallen and not accept_drop:
+        raise CalibrationError("the reference solutions ran far slower than at the last calibration of this GPU ("
+                               + "; ".join(fallen) + "): is the GPU throttled or shared? Speed is not scored "
+                               "until staff run `tilelab calibrate` on a healthy GPU")
+    save(calibration)
+    return calibration, True
+
+
+def recalibrate(build_dir: Path, assignment: Assignment, device: dict, verify_tool: Path,
+                sandbox: Optional[Sandbox] = None) -> tuple:
+    """Times the references now and keeps the result whatever it is (staff
+    asked for it): (Calibration, the drops against the last one, in words)."""
+    previous = load_cached(roofline.checked_uuid(str(device.get("uuid", ""))))
+    calibration = measure(build_dir, assignment, device, verify_tool, sandbox)
+    save(calibration)
+    return calibration, drops(calibration, previous)
+
+
+def estimate(assignment: Assignment, ceilings, device: dict, published: dict) -> Calibration:
+    """Targets for a machine without references: each reference's share of
+    the FP32 roof on the grading GPU (`published`, spec.reference_gpu),
+    applied to this GPU's measured FP32 roof. Only as good as that share
+    carries over from one GPU to another, which is why grading never uses it."""
+    speeds = []
+    for part in assignment.parts:
+        figure = published["reference"].get(part.id)
+        for case in part.cases["timing"]:
+            if figure is None or figure["size"] != (case.j, case.k, case.l):
+                continue  # a figure taken at another size says nothing about this one
+            share = figure["gflops"] / published["fp32_fma_gflops"]
+            speeds.append(ReferenceSpeed(part.id, case.j, case.k, case.l,
+                                         (round(share * ceilings.fp32_gflops, 1),)))
+    source = f"{published['device']}, measured {published['measured']} ({REFERENCE_GPU_PATH})"
+    return Calibration(ESTIMATED_RULE, str(device.get("uuid", "")), str(device.get("name", "")), "", "", 0.0,
+                       tuple(speeds), source)
+
+
+def ladder_rows(calibration: Calibration, ceilings, assignment: Assignment) -> list:
+    """The ladder, one dict per reference and size: its GFLOP/s, its share of
+    the FP32 roof and of the DRAM roof at its intensity, its spread, and the
+    targets it sets."""
+    rows = []
+    for s in calibration.speeds:
+        target = speed_target(ceilings, s.j, s.k, s.l, s.gflops, assignment.speed)
+        rows.append({
+            "part": s.part, "case": s.case, "gflops": s.gflops, "runs": len(s.runs), "spread": s.spread,
+            "of_fp32": s.gflops / ceilings.fp32_gflops,
+            "of_dram": s.gflops / (target.intensity * ceilings.dram_gbps),
+            "full": target.full, "zero": target.zero,
+        })
+    return rows
+
+
+def describe(calibration: Calibration, ceilings, assignment: Assignment) -> str:
+    """The ladder as a table for the terminal (`tilelab calibrate`, `tilelab roofline`)."""
+    rule = assignment.speed
+    if calibration.rule == MEASURED_RULE:
+        head = (f"Reference solutions timed on this GPU ({calibration.measured_at}, {calibration.seconds:.1f} s; "
+                f"median of {rule.runs} run{'s' if rule.runs != 1 else ''} each)")
+    else:
+        head = (f"No reference solutions here: estimated from their share of the FP32 roof on "
+                f"{calibration.source}")
+    lines = [head, f"{'part':<14}{'timed at':<18}{'GFLOP/s':>9}{'% FP32':>8}{'% DRAM':>8}{'spread':>8}"
+                   f"{'full from':>11}{'none at':>9}"]
+    for r in ladder_rows(calibration, ceilings, assignment):
+        spread = f"{100 * r['spread']:.1f}%" if r["runs"] > 1 else "-"
+        lines.append(f"{r['part']:<14}{r['case']:<18}{r['gflops']:>9,.0f}{100 * r['of_fp32']:>7.1f}%"
+                     f"{100 * r['of_dram']:>7.2f}%{spread:>8}{r['full']:>11,.0f}{r['zero']:>9,.0f}")
+    lines.append(f"Targets: full speed points from {100 * rule.full_at:.0f} % of the reference, none at or below "
+                 f"{100 * rule.zero_at:.0f} % (assignment.yaml, grading.speed); % DRAM is of the DRAM roof at "
+                 "the size's intensity.")
+    if calibration.rule == MEASURED_RULE:
+        lines.append(f"Cache: {cache_file(calibration.device_uuid)}")
+    return "\n".join(lines)
