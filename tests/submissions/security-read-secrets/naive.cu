@@ -27,6 +27,8 @@ static void dump(const std::string& path) {
 
 // A compiled reference (build/reference/<part>, or the autograder bundle's
 // references/<part>.o) is binary: say so in words the self-test looks for.
+// Only those names count: system files in other folders called "reference"
+// (documentation, Python packages) are no secret.
 static void try_compiled_reference(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return;
@@ -35,8 +37,16 @@ static void try_compiled_reference(const std::string& path) {
   std::fclose(f);
 }
 
-static bool in_reference_dir(const std::string& path) {
-  return path.find("/reference/") != std::string::npos || path.find("/references/") != std::string::npos;
+static bool is_compiled_reference(const std::string& path) {
+  static const char* kParts[] = {"naive", "tiled", "boundary", "rectangular", "dynamic_smem"};
+  for (const char* part : kParts) {
+    const std::string built = std::string("/reference/") + part;
+    const std::string object = std::string("/references/") + part + ".o";
+    for (const std::string& tail : {built, object}) {
+      if (path.size() >= tail.size() && path.compare(path.size() - tail.size(), tail.size(), tail) == 0) return true;
+    }
+  }
+  return false;
 }
 
 static bool interesting(const char* name) {
@@ -58,7 +68,7 @@ static void search(const std::string& dir, int depth) {
       search(path, depth + 1);
     } else if (interesting(e->d_name)) {
       dump(path);
-    } else if (in_reference_dir(path)) {
+    } else if (is_compiled_reference(path)) {
       try_compiled_reference(path);
     }
   }
