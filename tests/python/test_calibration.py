@@ -7,6 +7,8 @@ The ladders are measurements, each with its source:
   H100  ours, docs/measurements.md ("Calibration of the speed targets",
         tilelab selftest on an H100 80GB HBM3, 2026-11-21), 4096^3 (the
         rectangular and dynamic parts at 2048 x 4096 x 8192).
+  H200  ours, docs/measurements.md ("Speed targets from the reference
+        solutions", scripts/gpu-suite on an H200, 2026-11-22).
   A6000 siboehm/SGEMM_CUDA, README.md (RTX A6000, 4092 x 4092, GFLOP/s):
         "1: Naive" 309, "2: GMEM Coalescing" 1986.5, "3: SMEM Caching"
         2980.3. Its kernel 1 maps x to the row (uncoalesced), kernel 2 is
@@ -43,6 +45,10 @@ H100_LADDER = {  # GFLOP/s; FP32 FMA ceiling 65,094, DRAM 3,040 GB/s
                    "dynamic_smem": 5254.0},
     "naive_as_tiled": 5352.0,  # tests/submissions/naive-as-tiled, timed as the tiled part
 }
+H200_LADDER = {  # GFLOP/s; FP32 FMA ceiling 65,143, DRAM 4,067 GB/s
+    "fp32": 65143.0, "dram": 4067.0, "size": (4096, 4096, 4096),
+    "naive_uncoalesced": 498.0, "naive": 5141.0, "tiled": 9001.0,
+}
 A6000_LADDER = {  # FP32 peak about 38,700 GFLOP/s, 768 GB/s
     "fp32": 38700.0, "dram": 768.0, "size": (4092, 4092, 4092),
     "naive_uncoalesced": 309.0, "naive": 1986.5, "tiled": 2980.3,
@@ -59,7 +65,7 @@ def _ceilings(ladder) -> Ceilings:
                     measured_at="2026-11-22T00:00:00Z", raw={})
 
 
-@pytest.mark.parametrize("ladder", [H100_LADDER, A6000_LADDER], ids=["H100", "A6000"])
+@pytest.mark.parametrize("ladder", [H100_LADDER, H200_LADDER, A6000_LADDER], ids=["H100", "H200", "A6000"])
 def test_on_each_ladder_the_reference_earns_full_credit_and_the_skipped_technique_does_not(ladder, assignment):
     ceilings, (j, k, l) = _ceilings(ladder), ladder["size"]
     tiled = speed_target(ceilings, j, k, l, ladder["tiled"], assignment.speed)
