@@ -368,3 +368,27 @@ def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
     without = batch._workers([], 3, base)
     assert len(without) == 3 and len({id(w.gpu_lock) for w in without}) == 1
     assert all(w.sandbox == base for w in without)
+
+
+def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
+    """A grading's grade.json as a GPU worker writes it (figures of the H100
+    calibration in docs/measurements.md, 2026-11-22); estimates are marked ~."""
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    (class_dir / "ann").mkdir(parents=True)
+    (out / "ann").mkdir(parents=True)
+    (out / "ann" / "results.json").write_text(json.dumps({"score": 126.0, "tests": []}))
+    calibration = {"rule": "reference", "device_name": "NVIDIA H100 80GB HBM3",
+                   "references": {"naive 4096x4096x4096": 5300.0, "tiled 4096x4096x4096": 9256.0},
+                   "full_credit_from": {"naive 4096x4096x4096": 4240.0, "tiled 4096x4096x4096": 7404.8}}
+    detailed = {"score": 126.0, "max_score": 126.0, "seed": 7, "seconds": 26.1, "answers": None,
+                "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "calibration": calibration,
+                "parts": [{"id": "naive", "score": 15.0}, {"id": "tiled", "score": 25.0}]}
+    (out / "ann" / "grade.json").write_text(json.dumps(detailed))
+    row = batch.collect_row("ann", out / "ann", ["naive", "tiled"])
+    assert row.gpu == "NVIDIA H100 80GB HBM3" and row.targets == "naive 4240; tiled 7405"
+    (out / "ann" / "grade.json").write_text(json.dumps({**detailed, "calibration": {**calibration, "rule": "estimate"}}))
+    assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets == "naive ~4240; tiled ~7405"
+    summary = batch.gradebook_only(class_dir, out, root=ROOT)
+    (book,) = read_book(out)
+    assert book["gpu"] == "NVIDIA H100 80GB HBM3" and book["full-credit targets (GFLOP/s)"].startswith("naive ~4240")
+    assert summary.ok

@@ -456,3 +456,20 @@ def test_a_file_level_problem_heads_the_questions_section(result):
 def test_without_questions_there_is_no_questions_section(result):
     assert result.answers is None
     assert "## Questions" not in render_markdown(result) and 'id="questions"' not in render_html(result)
+
+
+def test_check_names_the_rule_its_targets_come_from(result):
+    from rich.console import Console
+
+    from tilelab.outputs.check_view import print_check
+
+    def printed() -> str:
+        console = Console(record=True, width=160)
+        print_check(result, console)
+        return console.export_text()
+
+    assert "a share of the reference solution's speed, timed on this GPU" in printed()
+    result.parts[0].speed.rule = "estimate"
+    text = printed()
+    assert "5278 / ~4235 GFLOP/s" in text
+    assert "Speed targets (~) are estimates: this machine has no reference solutions to time" in text

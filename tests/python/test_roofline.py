@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.grading import roofline
+from tilelab.grading import gpu_cache, roofline
 from tilelab.grading.roofline import Ceilings, RooflineError
 
 H100_UUID = "5a3c1e2f-0b7d-4c9e-8f21-6d4b3a2c1e0f"
@@ -207,10 +207,10 @@ def test_describe_names_the_figures_and_the_cache(h100, cache):
 # --- cache -------------------------------------------------------------------
 
 def test_cache_dir_follows_the_environment(cache, tmp_path, monkeypatch):
-    assert roofline.cache_dir() == cache
+    assert gpu_cache.cache_dir() == cache and roofline.cache_file(H100_UUID).parent == cache
     monkeypatch.delenv("TILELAB_CACHE_DIR")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert roofline.cache_dir() == tmp_path / "home" / ".cache" / "tilelab"
+    assert gpu_cache.cache_dir() == tmp_path / "home" / ".cache" / "tilelab"
 
 
 def test_cache_round_trip(h100, cache):
@@ -252,7 +252,7 @@ def test_a_cache_file_of_another_gpu_is_ignored(h100, cache):
 
 
 def test_cache_file_refuses_a_uuid_that_is_not_a_file_name(cache):
-    with pytest.raises(RooflineError):
+    with pytest.raises(ValueError, match="not a plain hex UUID"):
         roofline.cache_file("../escape")
 
 

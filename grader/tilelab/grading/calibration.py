@@ -36,9 +36,8 @@ from typing import Optional
 from ..spec.assignment import Assignment, Part
 from ..spec.matmul import matmul_flop
 from ..spec.reference_gpu import REFERENCE_GPU_PATH
-from ..system.atomic import write_atomically
 from ..system.sandbox import Sandbox
-from . import roofline
+from . import gpu_cache
 from .model import ESTIMATED_RULE, MEASURED_RULE
 from .runner import run_harness, verify, write_cases
 from .scoring import gflops, scoring_time, speed_target
@@ -217,24 +216,20 @@ def _now_utc() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+CACHE_KIND = "calibration"
+
+
 def cache_file(uuid: str) -> Path:
-    return roofline.cache_dir() / f"calibration-{roofline.checked_uuid(uuid)}.json"
+    return gpu_cache.cache_file(CACHE_KIND, uuid)
 
 
 def load_cached(uuid: str) -> Optional[Calibration]:
     """The last calibration of this GPU, whatever its fingerprint; None when there is none usable."""
-    try:
-        calibration = Calibration.from_dict(json.loads(cache_file(uuid).read_text()))
-    except (OSError, ValueError, CalibrationError):
-        return None
-    return calibration if calibration.device_uuid == uuid else None
+    return gpu_cache.load(CACHE_KIND, uuid, Calibration.from_dict, (CalibrationError,))
 
 
 def save(calibration: Calibration) -> Path:
-    path = cache_file(calibration.device_uuid)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(calibration.to_dict(), indent=2) + "\n")
-    return path
+    return gpu_cache.save(CACHE_KIND, calibration.device_uuid, calibration.to_dict())
 
 
 def drops(new: Calibration, old: Optional[Calibration]) -> list:
@@ -250,6 +245,13 @@ def drops(new: Calibration, old: Optional[Calibration]) -> list:
     return found
 
 
+def _device_uuid(device: dict) -> str:
+    try:
+        return gpu_cache.checked_uuid(str(device.get("uuid", "")))
+    except ValueError as e:
+        raise CalibrationError(str(e)) from None
+
+
 def get_calibration(build_dir: Path, assignment: Assignment, device: dict, verify_tool: Path,
                     sandbox: Optional[Sandbox] = None, refresh: bool = False,
                     accept_drop: bool = False) -> tuple:
@@ -257,7 +259,7 @@ def get_calibration(build_dir: Path, assignment: Assignment, device: dict, verif
     while its fingerprint holds; otherwise timed now and cached. A new one
     far below the last one of the same GPU raises CalibrationError and is not
     kept, unless `accept_drop` (staff ran `tilelab calibrate` on purpose)."""
-    uuid = roofline.checked_uuid(str(device.get("uuid", "")))
+    uuid = _device_uuid(device)
     current = fingerprint(build_dir, assignment, device)
     cached = load_cached(uuid)
     if cached is not None and cached.fingerprint == current and not refresh:
@@ -276,7 +278,7 @@ def recalibrate(build_dir: Path, assignment: Assignment, device: dict, verify_to
                 sandbox: Optional[Sandbox] = None) -> tuple:
     """Times the references now and keeps the result whatever it is (staff
     asked for it): (Calibration, the drops against the last one, in words)."""
-    previous = load_cached(roofline.checked_uuid(str(device.get("uuid", ""))))
+    previous = load_cached(_device_uuid(device))
     calibration = measure(build_dir, assignment, device, verify_tool, sandbox)
     save(calibration)
     return calibration, drops(calibration, previous)

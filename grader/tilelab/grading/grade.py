@@ -348,14 +348,11 @@ def _speed_basis(opt: GradeOptions, assignment: Assignment, gpu: dict, ceilings,
         try:
             # The references are timed with the GPU to themselves, as a part is.
             with opt.gpu_lock.exclusive():
-                basis, fresh = calibration.get_calibration(opt.build_dir, assignment, gpu, verify_tool, opt.sandbox)
+                basis, _ = calibration.get_calibration(opt.build_dir, assignment, gpu, verify_tool, opt.sandbox)
         except calibration.CalibrationError as e:
             notes.append(NO_TARGETS_NOTE)
             staff_notes.append(f"Calibration failed: {e}")
             return None
-        if fresh:
-            staff_notes.append(f"The reference solutions were timed on this GPU for this grading "
-                               f"({basis.seconds:.1f} s); later gradings reuse it.")
         return basis
     if opt.mode == "check":
         try:

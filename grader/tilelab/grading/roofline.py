@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from ..system.atomic import write_atomically
+from . import gpu_cache
 
 TOOL_NAME = "tilelab-roofline"
 REPORT_VERSION = 1
@@ -36,9 +34,6 @@ EXIT_NO_DEVICE = 5
 # not a fast GPU.
 MAX_PLAUSIBLE_FP32_GFLOPS = 10_000_000.0
 MAX_PLAUSIBLE_DRAM_GBPS = 1_000_000.0
-
-# The UUID becomes part of a file name, so it may hold nothing else.
-_UUID_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{0,127}$")
 
 # Kept from the end of the tool's stderr for an error message.
 _STDERR_TAIL_CHARS = 2000
@@ -106,7 +101,7 @@ class Ceilings:
             raise RooflineError(f"missing key {e}") from None
         if not isinstance(ceilings.raw, dict):
             raise RooflineError("'raw' is not a JSON object")
-        checked_uuid(ceilings.device_uuid)
+        _checked_uuid(ceilings.device_uuid)
         _check_plausible(ceilings.fp32_gflops, ceilings.dram_gbps)
         try:
             datetime.fromisoformat(ceilings.measured_at.replace("Z", "+00:00"))
@@ -130,10 +125,11 @@ def _number(data: dict, key: str) -> float:
     return float(value)
 
 
-def checked_uuid(uuid: str) -> str:
-    if not _UUID_PATTERN.match(uuid):
-        raise RooflineError(f"device UUID {uuid!r} is not a plain hex UUID")
-    return uuid
+def _checked_uuid(uuid: str) -> str:
+    try:
+        return gpu_cache.checked_uuid(uuid)
+    except ValueError as e:
+        raise RooflineError(str(e)) from None
 
 
 def _check_plausible(fp32_gflops: float, dram_gbps: float) -> None:
@@ -163,7 +159,7 @@ def _device_uuid(device: dict) -> str:
         uuid = _string(device, "uuid")
     except KeyError:
         raise RooflineError(f"{TOOL_NAME} device object has no 'uuid'") from None
-    return checked_uuid(uuid)
+    return _checked_uuid(uuid)
 
 
 def ceilings_from_report(report: dict, measured_at: Optional[str] = None) -> Ceilings:
@@ -252,34 +248,20 @@ def device_info(tool: Path, timeout_s: float = 120, env: Optional[dict] = None) 
     return device
 
 
-def cache_dir() -> Path:
-    configured = os.environ.get("TILELAB_CACHE_DIR")
-    return Path(configured) if configured else Path.home() / ".cache" / "tilelab"
+CACHE_KIND = "roofline"
 
 
 def cache_file(uuid: str) -> Path:
-    return cache_dir() / f"roofline-{checked_uuid(uuid)}.json"
+    return gpu_cache.cache_file(CACHE_KIND, uuid)
 
 
 def load_cached(uuid: str) -> Optional[Ceilings]:
     """The cached ceilings of this GPU; None when there are none or the file is unusable."""
-    path = cache_file(uuid)
-    try:
-        ceilings = Ceilings.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, RooflineError):
-        # Missing, unreadable, half-written by an older version or edited by
-        # hand: in every case the cure is to measure again.
-        return None
-    # A file copied from another machine's cache belongs to another GPU.
-    return ceilings if ceilings.device_uuid == uuid else None
+    return gpu_cache.load(CACHE_KIND, uuid, Ceilings.from_dict, (RooflineError,))
 
 
 def save(ceilings: Ceilings) -> Path:
-    """Writes the cache file for the ceilings' GPU; readers never see half a file."""
-    path = cache_file(ceilings.device_uuid)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(ceilings.to_dict(), indent=2) + "\n")
-    return path
+    return gpu_cache.save(CACHE_KIND, ceilings.device_uuid, ceilings.to_dict())
 
 
 def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120, env: Optional[dict] = None,
