@@ -161,9 +161,11 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
               help="Directory holding your part files (default: ROOT/starter).")
 @_BUILD_OPTION
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer for a faster answer.")
+@click.option("--fast", is_flag=True, help="Only build and run the public cases: no compute-sanitizer, no timing "
+                                           "(the quickest answer while you edit; those stages show as not run).")
 @click.pass_context
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None,
-          no_sanitizers: bool) -> None:
+          no_sanitizers: bool, fast: bool) -> None:
     """Run the public cases of one part (or all) on this machine's GPU."""
     from .outputs.check_view import print_check
     from .grading.grade import GradeOptions, grade as run_grade
@@ -180,7 +182,8 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     submission = Path(work_dir).resolve() if work_dir else root / "starter"
     out = build / "check"
     opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=(part,) if part else (),
-                       sanitizers=not no_sanitizers, progress=lambda m: click.echo(f"... {m}", err=True))
+                       sanitizers=not (no_sanitizers or fast), timing=not fast,
+                       progress=lambda m: click.echo(f"... {m}", err=True))
     result = run_grade(submission, opt)
     write_reports(result, out, audience="student")
     print_check(result)

@@ -179,6 +179,19 @@ def test_hints_name_the_boundary_mistake():
     assert any("never written" in h for h in hints)
 
 
+def test_a_naive_part_failing_off_its_block_size_is_told_about_its_grid_not_tiles():
+    # A naive kernel with 16 x 16 blocks and a grid of Width / 16 blocks (the
+    # naive-ceil-int-division hand-in): the public sizes that are not a
+    # multiple of 16 lose their last rows and columns.
+    cases = [CaseResult(f"w{w}", "public", w, w, w, w % 16 == 0, unwritten=0 if w % 16 == 0 else 2 * w - 1)
+             for w in (1, 2, 3, 15, 16, 17, 31, 32, 33, 100)]
+    naive = case_hints(cases, tiled=False)
+    assert any("not a multiple of 16 fail: the grid must cover every element of P" in h for h in naive)
+    assert not any("tile" in h for h in naive)
+    tiled = case_hints(cases, tiled=True)
+    assert any("not a multiple of 16 fail: check the boundary handling" in h and "tile" in h for h in tiled)
+
+
 def test_hints_name_the_stride_mistake_and_harness_statuses():
     cases = [CaseResult("64x64x64", "public", 64, 64, 64, True),
              CaseResult("17x33x65", "public", 17, 33, 65, False, wrong=500, exact=True),

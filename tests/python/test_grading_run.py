@@ -74,3 +74,50 @@ def test_wrong_signature_fails_to_link_with_the_declaration_shown(root, tmp_path
     out = build_test(doc, "Naive")["output"]
     assert "does not link" in out and "void launchNaive(const float* M, const float* N, float* P, int Width)" in out
     assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "staff" / "report.md").exists()
+
+
+def test_a_compile_error_names_the_students_own_file_and_line(root, tmp_path, monkeypatch):
+    """`tilelab check` from the student's folder: the message says
+    hand-in/naive.cu(14), the file they edit, never the grader's copy."""
+    from tilelab.grading.grade import GradeOptions, grade as run_grade
+    from tilelab.system.sandbox import Sandbox
+
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    shutil.copy(root / "tests" / "submissions" / "naive-compile-error" / "naive.cu", hand_in / "naive.cu")
+    monkeypatch.chdir(tmp_path)
+    # In pytest's private directory: built as the current user (the sandbox is not what is tested here).
+    result = run_grade(hand_in, GradeOptions(root=root, build_dir=build_dir(), out_dir=tmp_path / "out",
+                                             mode="check", parts=("naive",), sandbox=Sandbox()))
+    build = result.parts[0].stages["build"]
+    assert build.status == "failed" and "hand-in/naive.cu(14): error" in build.details, build.details
+    assert "sources" not in build.details and str(tmp_path / "out") not in build.details
+
+
+def test_check_builds_a_part_again_only_when_its_file_changed(root, tmp_path, monkeypatch):
+    from tilelab.grading.grade import GradeOptions, grade as run_grade
+    from tilelab.system.sandbox import Sandbox
+
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    shutil.copy(root / "solutions" / "naive.cu", hand_in / "naive.cu")
+    # A build tree of this test's own (the cache lives in it), linking the real one's harness.
+    build = tmp_path / "build"
+    build.mkdir()
+    for entry in build_dir().iterdir():
+        if entry.name != "check-cache":
+            (build / entry.name).symlink_to(entry)
+
+    def check():
+        opt = GradeOptions(root=root, build_dir=build, out_dir=tmp_path / "out", mode="check", parts=("naive",),
+                           sandbox=Sandbox(), sanitizers=False, timing=False)
+        return run_grade(hand_in, opt).parts[0].stages["build"]
+
+    first = check()
+    assert first.status == "passed" and "compiled and linked" in first.summary
+    again = check()
+    assert again.status == "passed" and "unchanged since it was last built" in again.summary
+    (hand_in / "naive.cu").write_text((hand_in / "naive.cu").read_text() + "\n// edited\n")
+    edited = check()
+    assert "compiled and linked" in edited.summary
+    assert len(list((build / "check-cache").iterdir())) == 1  # only the part's latest build is kept

@@ -29,8 +29,20 @@ def _not_multiple(case: CaseResult, tile: int) -> bool:
     return any(d % tile for d in (case.j, case.k, case.l))
 
 
-def case_hints(cases: list) -> list:
-    """Hints from the pattern of failing and passing cases that ran."""
+def _boundary_hint(tile: int, tiled: bool) -> str:
+    if tiled:
+        return (f"Only sizes that are not a multiple of {tile} fail: check the boundary handling. Every load "
+                "outside M or N must store 0 in the tile, the store to P needs its own bounds check, and the "
+                "grid and the number of phases must be rounded up ((n + T - 1) / T, not n / T).")
+    # A part without tiles fails at the edge of its blocks, not of tiles.
+    return (f"Only sizes that are not a multiple of {tile} fail: the grid must cover every element of P. Round "
+            "the number of blocks up ((Width + BLOCK - 1) / BLOCK, not Width / BLOCK, which drops the last, "
+            "partial block), and let each thread compute and store only when its row and column are inside P.")
+
+
+def case_hints(cases: list, tiled: bool = True) -> list:
+    """Hints from the pattern of failing and passing cases that ran; `tiled`:
+    the part stages tiles in shared memory (the naive part does not)."""
     hints = []
     ran = [c for c in cases if c.ran]
     failing = [c for c in ran if not c.passed]
@@ -47,11 +59,7 @@ def case_hints(cases: list) -> list:
         if passing and all(_not_multiple(c, tile) for c in numeric) and not any(
             _not_multiple(c, tile) for c in passing
         ):
-            hints.append(
-                f"Only sizes that are not a multiple of {tile} fail: check the boundary handling. Every load "
-                "outside M or N must store 0 in the tile, the store to P needs its own bounds check, and the "
-                "grid and the number of phases must be rounded up ((n + T - 1) / T, not n / T)."
-            )
+            hints.append(_boundary_hint(tile, tiled))
             break
     distinct = [c for c in numeric if len({c.j, c.k, c.l}) == 3]
     if distinct and len(distinct) == len(numeric) and any(len({c.j, c.k, c.l}) < 3 for c in passing):

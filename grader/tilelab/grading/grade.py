@@ -44,6 +44,7 @@ from ..system.paths import (ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFEREN
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
 from . import calibration, roofline
 from .build import SubmissionBuild
+from .build_cache import BuildCache
 from .diagnose import STATUS_HINTS, case_hints
 from .launch_checks import check_launches, launch_rows
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
@@ -53,6 +54,7 @@ from .scoring import IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time, spe
 from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
+CHECK_CACHE_DIR = "check-cache"  # under the build tree: the parts `check` built last (build_cache.py)
 NO_GPU = "not run: no CUDA device on this machine"
 NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
 NO_TARGETS = ("not scored: the grader could not time its reference solutions on this GPU, so it has no speed "
@@ -173,7 +175,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
 
     opt.progress("build")
     with timed("build"):
-        _build(states, opt, assignment, work)
+        copies = _build(states, opt, assignment, work)
 
     runnable = [s for s in states if s.binary is not None]
     if gpu is None:
@@ -205,6 +207,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                     _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox)
 
     for s in states:
+        _name_the_students_file(s, copies, opt.mode)
         # anything still unset was skipped on purpose
         s.skip_from(STAGES[0], "not run: switched off for this run" if gpu else NO_GPU)
         for c in s.result.cases:
@@ -367,10 +370,41 @@ def _speed_basis(opt: GradeOptions, assignment: Assignment, gpu: dict, ceilings,
     return None
 
 
-def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> None:
-    todo = [s for s in states if s.stage("static").status == "passed"]
-    if not todo:
+def _name_the_students_file(s: _Part, copies: Optional[Path], mode: str) -> None:
+    """The compiler, compute-sanitizer and the harness name the copy of the
+    part file the grader built; say the student's own instead: the path
+    they typed from (`tilelab check`: starter/boundary.cu:39), or the file
+    name alone where it was uploaded (boundary.cu:39)."""
+    if copies is None:
         return
+    copy = str(copies / s.part.file)
+    own = s.part.file
+    if mode == "check":
+        try:
+            own = os.path.relpath(s.source)
+        except ValueError:
+            own = str(s.source)
+    for stage in s.result.stages.values():
+        stage.summary = stage.summary.replace(copy, own)
+        stage.details = stage.details.replace(copy, own)
+
+
+def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> Optional[Path]:
+    """Builds every part that passed its static checks; returns the folder of
+    the copies it compiled (None when nothing was built). `check` reuses a
+    part it built before from the same file."""
+    todo = [s for s in states if s.stage("static").status == "passed"]
+    cache = BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR) if opt.mode == "check" else None
+    keys = {}
+    if cache is not None:
+        for s in list(todo):
+            keys[s.part.id] = cache.key(s.part, s.source)
+            s.binary = cache.find(s.part, keys[s.part.id])
+            if s.binary is not None:
+                s.set("build", "passed", f"{s.part.file} is unchanged since it was last built: not compiled again")
+                todo.remove(s)
+    if not todo:
+        return None
     submission_dir = work / _private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
@@ -386,7 +420,7 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
             s.set("build", "error", "the grader could not configure the build (not your fault)",
                   builder.configure_output[-4000:])
             s.skip_from("correctness", "not run: the build could not be configured")
-        return
+        return builder.sources
     with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
         builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))
     builder.seal()
@@ -399,9 +433,10 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
             s.set("build", "failed", b.summary, b.details, b.seconds, hints)
         else:
             s.set("build", "passed", b.summary, "", b.seconds)
-            s.binary = b.binary
+            s.binary = cache.keep(s.part, keys[s.part.id], b.binary) if cache is not None else b.binary
         if s.binary is None:
             s.skip_from("correctness", "not run: the part did not build")
+    return builder.sources
 
 
 def _harness_failure(run) -> Optional[str]:
@@ -514,8 +549,10 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
         summary = f"the harness was stopped ({failure}); {summary}"
     if printed > 10 * 1024 * 1024:
         summary += f"; the part printed {printed / 1e6:.0f} MB (only the start and end are kept)"
+    opt.progress(f"{s.part.id}: {summary}")
     s.set("correctness", "passed" if s.cases_all_passed else "failed", summary,
-          student_output if not s.cases_all_passed else "", seconds, case_hints(s.result.cases))
+          student_output if not s.cases_all_passed else "", seconds,
+          case_hints(s.result.cases, tiled=s.part.shared_memory != "any"))
     s.result.launches = launch_rows(results[0] if results else {})
 
 
