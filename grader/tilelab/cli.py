@@ -260,6 +260,30 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
 
 
 @main.command()
+@_BUILD_OPTION
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where the gradings and bench.json go (default: BUILD/bench).")
+@click.option("--gpus", default=None, help="GPUs to grade on, as for `tilelab batch` (default: all).")
+@click.pass_context
+def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: str | None) -> None:
+    """Grade a fixed set of hand-ins as `tilelab batch` does and print where
+    the time goes: phases, the critical path, GPU time, throughput."""
+    from .operations import batch as batch_mod
+    from .operations.bench import BenchError, format_bench, run_bench
+
+    root = _root(ctx.obj["root"])
+    build = _build_dir(root, build_dir)
+    out = Path(out_dir).resolve() if out_dir else build / "bench"
+    try:
+        result = run_bench(root, build, out, gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
+                           log=lambda m: click.echo(m, err=True))
+    except (BenchError, batch_mod.BatchError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {out / 'bench.json'}")
+    click.echo(format_bench(result))
+
+
+@main.command()
 @click.argument("names", nargs=-1)
 @_BUILD_OPTION
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,

@@ -28,4 +28,6 @@ def device(build) -> dict:
     try:
         return roofline.device_info(tool_path(build, "tilelab-roofline"))
     except roofline.NoDevice:
+        # On a line of its own (ctest runs pytest with -s), for scripts/test to show why.
+        print("\nskipped: no CUDA device")
         pytest.skip("skipped: no CUDA device")
