@@ -4,8 +4,6 @@
 # assignment.yaml, exported at configure time by tilelab.spec.build_export (a
 # Python module that needs only PyYAML). Editing assignment.yaml re-runs it.
 
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
-
 set(TILELAB_ASSIGNMENT "${PROJECT_SOURCE_DIR}/assignment.yaml" CACHE FILEPATH "The assignment description")
 set(TILELAB_ASSIGNMENT_JSON "${PROJECT_BINARY_DIR}/assignment.json")
 execute_process(

@@ -11,6 +11,7 @@ from .authoring import starter as starter_mod
 from .spec.assignment import AssignmentError, load_assignment
 from .operations.batch import DEFAULT_JOBS
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
+from .system.setup_errors import SetupError
 
 
 def _root(root: str | None) -> Path:
@@ -20,7 +21,22 @@ def _root(root: str | None) -> Path:
         raise click.ClickException(str(e)) from None
 
 
-@click.group()
+class _Commands(click.Group):
+    """Every command ends what a user can cause (a missing tool, package, GPU,
+    user or permission) with one line that names the fix, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SetupError as e:
+            raise click.ClickException(str(e)) from None
+        except PermissionError as e:
+            where = e.filename or "a file it needs"
+            raise click.ClickException(f"{where}: permission denied: run as a user who may write there, or "
+                                       "choose another place (--out, --build)") from None
+
+
+@click.group(cls=_Commands)
 @click.option("--root", type=click.Path(file_okay=False), help="Project root (default: found from the working directory).")
 @click.pass_context
 def main(ctx: click.Context, root: str | None) -> None:

@@ -28,6 +28,7 @@ import yaml
 
 from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
 from ..spec.assignment import Assignment, Case, Part, Question
+from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
 from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
 from ..grading.roofline import Ceilings
@@ -359,10 +360,10 @@ def _html_of(view: dict, root: Path) -> str:
 
 
 def render_pdf(html: str, path: Path) -> None:
-    """Prints the HTML handout to a PDF at `path`."""
+    """Prints the HTML handout to a PDF at `path`; MissingPackage (one line
+    naming the extra to install) where WeasyPrint or Pango is missing."""
     # Imported here: the PDF stack (WeasyPrint, Pango) is needed for PDFs only.
-    import weasyprint
-
+    weasyprint = setup_errors.weasyprint()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     weasyprint.HTML(string=html).write_pdf(str(path))
@@ -381,5 +382,9 @@ def write_handouts(assignment: Assignment, root: Path, out_dir: Path, variant: s
     written = {"markdown": out_dir / f"{stem}.md", "html": out_dir / f"{stem}.html", "pdf": out_dir / f"{stem}.pdf"}
     written["markdown"].write_text(markdown, encoding="utf-8")
     written["html"].write_text(html, encoding="utf-8")
-    render_pdf(html, written["pdf"])
+    try:
+        render_pdf(html, written["pdf"])
+    except setup_errors.MissingPackage as e:
+        raise setup_errors.MissingPackage(f"wrote {written['markdown']} and {written['html']}, but no PDF: {e}") \
+            from None
     return written

@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from .setup_errors import SetupError
+
 DEFAULT_USER = "tilelab-student"
 
 
-class SandboxError(RuntimeError):
+class SandboxError(SetupError):
     """Student code cannot be run safely here."""
 
 
@@ -121,7 +123,8 @@ def sandbox_for_this_process(user: Optional[str] = None) -> Sandbox:
     """The sandbox student code gets here: a separate user when we are root."""
     for tool in ("prlimit", "setpriv", "unshare"):
         if shutil.which(tool) is None:
-            raise SandboxError(f"{tool} (util-linux) is not installed: student code cannot be run safely")
+            raise SandboxError(f"{tool} is not installed, and student code cannot be run safely without it: "
+                               "install util-linux (apt install util-linux)")
     if os.geteuid() != 0:
         return Sandbox()
     name = user or os.environ.get("TILELAB_SANDBOX_USER", DEFAULT_USER)
@@ -130,10 +133,11 @@ def sandbox_for_this_process(user: Optional[str] = None) -> Sandbox:
     except KeyError:
         raise SandboxError(
             f"running as root, student code must run as an unprivileged user, and {name!r} does not exist: "
-            f"create it (useradd --system --no-create-home {name}) or name another in TILELAB_SANDBOX_USER"
+            f"run ./scripts/secure-checkout (or useradd --system --no-create-home {name}), or name another user "
+            "in TILELAB_SANDBOX_USER"
         ) from None
     if entry.pw_uid == 0:
-        raise SandboxError(f"sandbox user {name!r} is root")
+        raise SandboxError(f"sandbox user {name!r} is root: name an unprivileged user in TILELAB_SANDBOX_USER")
     return Sandbox(user=name, uid=entry.pw_uid, gid=entry.pw_gid, isolate_network=_network_isolation_works())
 
 
