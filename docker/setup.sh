@@ -15,11 +15,10 @@
 # Environment:
 #   TILELAB_AUTOGRADER_ROOT  replaces /autograder (tests, local runs)
 #   TILELAB_SANDBOX_USER     the user student code runs as (tilelab-student)
-#   TILELAB_OFFLINE=1        a machine without network: no apt; the venv sees
-#                            the system's Python packages (--system-site-packages),
-#                            which must hold the grader's dependencies and
-#                            setuptools >= 70.1 (or an older one with wheel),
-#                            and the grader is installed from ./grader alone.
+#   TILELAB_OFFLINE=1        a machine without network: no apt, and the venv
+#                            uses the Python packages of the python3 that runs
+#                            this, which must hold the grader's
+#                            (scripts/python-env)
 set -euo pipefail
 umask 022  # what the venv and the build write must be readable by the sandbox user
 root=${TILELAB_AUTOGRADER_ROOT:-/autograder}
@@ -48,27 +47,10 @@ step_system() {
 }
 
 step_python() {
-  if [ "$offline" = 1 ]; then
-    python3 -m venv --system-site-packages .venv
-    return
-  fi
-  python3 -m venv .venv
-  # The dependencies alone, read from grader/pyproject.toml: the Dockerfile
+  # The packages alone (grader/pyproject.toml names them): the Dockerfile
   # runs this step before the grader's sources are in the image, so that
-  # changing them does not download the dependencies again.
-  local deps
-  deps=$(.venv/bin/python - <<'EOF'
-try:
-    import tomllib
-except ImportError:  # Python < 3.11 (Ubuntu 22.04): the TOML reader that pip carries
-    from pip._vendor import tomli as tomllib
-with open("grader/pyproject.toml", "rb") as f:
-    print("\n".join(tomllib.load(f)["project"]["dependencies"]))
-EOF
-  )
-  local reqs
-  mapfile -t reqs <<<"$deps"
-  .venv/bin/python -m pip install --quiet "${reqs[@]}"
+  # changing them does not download the packages again.
+  bash scripts/python-env --packages --no-test-tools
 }
 
 step_project() {
@@ -83,20 +65,16 @@ step_project() {
   # Student code (as $user) must read the harness sources and the build,
   # and must not change them, nor read the key, the full assignment (its
   # hidden cases) or the compiled references: the grader checks this before
-  # every grading. The zip's
-  # own modes are not trusted, since they depend on how it was unpacked.
+  # every grading. The zip's own modes are not trusted, since they depend on
+  # how it was unpacked.
   # This comes before the build, which closes what it writes that lists the
   # hidden cases (build/assignment.json).
   chmod -R a+rX,go-w .
   chmod -R o-rwx key references
   chmod o-rwx assignment.yaml
 
-  if [ "$offline" = 1 ]; then
-    .venv/bin/python -m pip install --quiet --no-index --no-deps --no-build-isolation ./grader
-  else
-    .venv/bin/python -m pip install --quiet ./grader
-  fi
-  .venv/bin/tilelab --help >/dev/null  # fails here, not at the first submission, if a dependency is missing
+  bash scripts/python-env --grader
+  .venv/bin/tilelab --help >/dev/null  # fails here, not at the first submission, if a package is missing
 
   command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
   nvcc --version | tail -1

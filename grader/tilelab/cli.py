@@ -98,9 +98,11 @@ _BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=F
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer (faster; those stages show as not run).")
 @click.option("--answer-key", type=click.Path(dir_okay=False), default=None,
               help="The answer key (default: ROOT/solutions/answers.yaml, or ROOT/key/answers.yaml).")
+@click.option("--format", "results_format", type=click.Choice(["gradescope", "prairielearn"]), default="gradescope",
+              show_default=True, help="The form of results.json: Gradescope's, or PrairieLearn's external grader's.")
 @click.pass_context
 def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: str | None, seed: int | None,
-          parts: tuple, no_sanitizers: bool, answer_key: str | None) -> None:
+          parts: tuple, no_sanitizers: bool, answer_key: str | None, results_format: str) -> None:
     """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
     from .operations.grading_run import run_grading
 
@@ -108,7 +110,8 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
     out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-results"
     outcome = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
                           parts=parts, sanitizers=not no_sanitizers, echo=click.echo,
-                          answer_key=Path(answer_key).resolve() if answer_key else None)
+                          answer_key=Path(answer_key).resolve() if answer_key else None,
+                          results_format=results_format)
     sys.exit(outcome.code)
 
 

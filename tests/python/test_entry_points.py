@@ -27,25 +27,22 @@ from tilelab.system.sandbox import sandbox_for_this_process
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_STAGES = ("correctness", "launch", "memcheck", "racecheck", "speed")
-# Offline, setup.sh installs the grader with the system's setuptools and
-# makes a venv that sees the system's packages: python3 must have both.
-OFFLINE_PROBE = """
-import sys
-sys.path.insert(0, sys.argv[1])
-import tilelab.cli, tilelab.operations.grading_run, tilelab.grading.grade, tilelab.outputs.report, tilelab.outputs.gradescope
-import setuptools
-if tuple(int(x) for x in setuptools.__version__.split(".")[:2]) < (70, 1):
-    import wheel  # older setuptools builds wheels with it
-"""
+# Offline, setup.sh (scripts/python-env) makes a venv that uses the packages
+# of the python3 it runs: the checkout's .venv, first on PATH, has them.
+OFFLINE_PROBE = "import yaml, click, rich, jinja2, matplotlib"
 
 
 def _env(base: Path) -> dict:
-    """The environment Gradescope would give: nothing that points Python at the
-    checkout (ctest sets PYTHONPATH), the autograder root moved to `base`."""
+    """The environment Gradescope would give, offline: nothing that points
+    Python at the checkout (ctest sets PYTHONPATH), the autograder root moved
+    to `base`, and a python3 that holds the grader's packages (the
+    checkout's .venv, as bootstrap made it)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TILELAB_ROOT", "TILELAB_BUILD_DIR")}
     env["TILELAB_AUTOGRADER_ROOT"] = str(base)
     env["TILELAB_OFFLINE"] = "1"
+    if (ROOT / ".venv" / "bin" / "python3").exists():
+        env["PATH"] = f"{ROOT / '.venv' / 'bin'}:" + env.get("PATH", "")
     if shutil.which("nvcc", path=env.get("PATH")) is None:
         env["PATH"] = "/usr/local/cuda/bin:" + env.get("PATH", "")
     return env
@@ -59,16 +56,8 @@ def _cannot_run() -> str:
     missing = [t for t in ("cmake", "useradd", "prlimit", "setpriv", "unshare") if shutil.which(t) is None]
     if missing:
         return f"skipped: {', '.join(missing)} not installed"
-    # Probe exactly what setup.sh's offline mode does: a venv that sees the
-    # system's packages. (Where python3 is itself a venv, its packages are
-    # not what such a venv sees.)
-    with tempfile.TemporaryDirectory() as scratch:
-        venv = Path(scratch) / "venv"
-        made = subprocess.run(["python3", "-m", "venv", "--system-site-packages", str(venv)],
-                              env=_env(Path("/nonexistent")), capture_output=True, text=True)
-        probe = made if made.returncode != 0 else subprocess.run(
-            [str(venv / "bin" / "python"), "-c", OFFLINE_PROBE, str(ROOT / "grader")],
-            env=_env(Path("/nonexistent")), capture_output=True, text=True)
+    probe = subprocess.run(["python3", "-c", OFFLINE_PROBE], env=_env(Path("/nonexistent")), capture_output=True,
+                           text=True)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["python3 failed"])[-1]
         return f"skipped: python3 cannot set up the grader offline ({last})"
@@ -254,3 +243,45 @@ def test_without_the_grader_run_autograder_writes_the_fallback_results(autograde
     assert doc["score"] == 0
     assert doc["tests"][0]["name"] == "Autograder error" and doc["tests"][0]["visibility"] == "visible"
     assert doc["tests"][1]["visibility"] == "hidden" and "exit status 127" in doc["tests"][1]["output"]
+
+
+def run_prairielearn(base: Path, files=()) -> tuple:
+    """run_prairielearn on a hand-in of `files` in PrairieLearn's layout (/grade/student)."""
+    from tilelab.outputs import prairielearn
+
+    grade = base / "pl-grade"
+    shutil.rmtree(grade, ignore_errors=True)
+    (grade / "student").mkdir(parents=True)
+    for f in files:
+        shutil.copy(f, grade / "student" / f.name)
+    env = {**_env(base), "TILELAB_PL_ROOT": str(grade)}
+    done = subprocess.run([str(base / "source" / "run_prairielearn")], cwd=base, env=env, capture_output=True,
+                          text=True, timeout=1800)
+    said = f"run_prairielearn said:\n{done.stdout}\n{done.stderr}"
+    path = grade / "results" / "results.json"
+    assert path.is_file(), f"no results.json; {said}"
+    doc = json.loads(path.read_text())
+    assert prairielearn.spec_problems(doc) == [], said
+    return done, doc, said
+
+
+def test_run_prairielearn_grades_in_prairielearns_layout_and_form(autograder):
+    files = sorted((ROOT / "solutions").glob("*.cu")) + [ROOT / "solutions" / "answers.yaml"]
+    done, doc, said = run_prairielearn(autograder, files)
+    assert done.returncode == 0, said
+    if "no CUDA device" in done.stdout:
+        # Nothing a student did can be judged without a GPU: not gradable, and not their fault.
+        assert doc["gradable"] is False and "no GPU" in doc["format_errors"][0]
+    else:
+        assert doc["gradable"] is True and doc["score"] == 1.0, said
+
+
+def test_run_prairielearn_answers_for_a_grader_that_cannot_start(autograder):
+    venv, away = autograder / "source" / ".venv", autograder / "source" / ".venv-away"
+    venv.rename(away)
+    try:
+        done, doc, said = run_prairielearn(autograder, [ROOT / "solutions" / "naive.cu"])
+    finally:
+        away.rename(venv)
+    assert done.returncode != 0 and "wrote no results.json" in done.stdout, said
+    assert doc["gradable"] is False and "exit status 127" in doc["output"]

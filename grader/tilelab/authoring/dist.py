@@ -32,14 +32,14 @@ from .compiled_references import ReferenceBuildError, compile_references
 
 # Project files that make up the build and the grader, shared by both bundles.
 BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/roofline", "grader/tilelab",
-               "grader/pyproject.toml", "starter")
+               "grader/pyproject.toml", "scripts/python-env", "starter")
 # bootstrap calls secure-checkout: run as root (a container, a notebook), the
 # grader needs the unprivileged user that runs student code.
 # reference-gpu.yaml: the grading GPU's published figures, from which `tilelab
 # check` estimates the speed targets on a student's GPU.
 STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "scripts/secure-checkout", "docs/harness.md",
                                REFERENCE_GPU_PATH)
-AUTOGRADER_ENTRY_POINTS = ("docker/setup.sh", "docker/run_autograder")
+AUTOGRADER_ENTRY_POINTS = ("docker/setup.sh", "docker/run_autograder", "docker/run_prairielearn")
 _SKIP_NAMES = ("__pycache__", ".pytest_cache")
 _SKIP_SUFFIXES = (".pyc", ".egg-info")
 # Files are stored with this time, so two builds of the same tree give the same bundle.

@@ -4,7 +4,8 @@ Gradescope reads results.json and nothing else, and a missing or malformed
 file shows as "the autograder failed to execute correctly" with no score.
 So any failure of the grader itself still writes a valid results.json (a
 visible "Autograder error" test and a hidden traceback) before the command
-reports it.
+reports it. With `results_format="prairielearn"` results.json takes
+PrairieLearn's form instead (a grader failure: not gradable, no attempt lost).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..outputs import gradescope, prairielearn
+from ..outputs.gradescope import write_results
 from ..spec.assignment import load_assignment
-from ..outputs.gradescope import error_results, results_json, write_results
 from ..system.paths import ASSIGNMENT_FILE
 
 EXIT_GRADED = 0
 EXIT_GRADER_ERROR = 2
+RESULTS_FORMATS = ("gradescope", "prairielearn")
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,13 @@ def run_grading(
     sanitizers: bool = True,
     echo: Callable[[str], None] = print,
     answer_key: Optional[Path] = None,
+    results_format: str = "gradescope",
     **options,
 ) -> "Outcome":
     """`options` go to GradeOptions as they are (sandbox, gpu_lock, jobs... for batch grading)."""
+    if results_format not in RESULTS_FORMATS:
+        raise ValueError(f"results_format must be one of {RESULTS_FORMATS}, not {results_format!r}")
+    error_results = prairielearn.error_results if results_format == "prairielearn" else gradescope.error_results
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.json"
     try:
@@ -54,10 +61,13 @@ def run_grading(
                            sanitizers=sanitizers, answer_key=answer_key, progress=lambda m: echo(f"... {m}"),
                            **options)
         result = grade(submission, opt)
-        write_results(results_json(result, assignment), results_path)
-        write_detailed_json(result, out_dir / "grade.json")
-        write_reports(result, out_dir, audience="student")
+        written = write_reports(result, out_dir, audience="student")
         write_reports(result, out_dir / "staff", audience="staff")
+        write_detailed_json(result, out_dir / "grade.json")
+        if results_format == "prairielearn":
+            write_results(prairielearn.results(result, assignment, written.get("plot")), results_path)
+        else:
+            write_results(gradescope.results_json(result, assignment), results_path)
     except BaseException as exc:  # noqa: BLE001 - the results file must exist whatever went wrong
         write_results(error_results(traceback.format_exc()), results_path)
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):

@@ -260,7 +260,10 @@ def summary_output(result: GradeResult, tests: list) -> str:
     return "\n".join(lines)
 
 
-def results_json(result: GradeResult, assignment: Assignment) -> dict:
+def graded_tests(result: GradeResult, assignment: Assignment) -> list:
+    """Every test of a grading in Gradescope's form: each part's stages, each
+    question, and (hidden) the staff's notes. PrairieLearn's results are made
+    from the same list (prairielearn.py)."""
     tests = []
     for i, part in enumerate(result.parts, start=1):
         tests += part_tests(part, i, assignment.grading["visibility"])
@@ -271,6 +274,11 @@ def results_json(result: GradeResult, assignment: Assignment) -> dict:
         # What went wrong in the grader itself, for the staff's eyes only.
         tests.append(_test("Grader notes (staff only)", "S.1", 0, 0,
                            "\n".join(f"- {n}" for n in result.staff_notes), ["staff"], "hidden"))
+    return tests
+
+
+def results_json(result: GradeResult, assignment: Assignment) -> dict:
+    tests = graded_tests(result, assignment)
     return {
         "score": _round(sum(t["score"] for t in tests)),
         "execution_time": round(result.seconds, 2),

@@ -1,0 +1,123 @@
+"""PrairieLearn's external-grader results, from the same result model as Gradescope's.
+
+PrairieLearn (docs/externalGrading.md, "Grading results") reads
+/grade/results/results.json:
+  score        a fraction in [0, 1] (required when gradable)
+  gradable     false: the submission could not be graded; no points are
+               given or taken and the attempt is not used up
+  format_errors  why it could not be graded (string or list of strings)
+  message, output  shown above the tests
+  images       [{"label": ..., "url": "data:image/png;base64,..."}]
+  tests        [{"name", "description", "points", "max_points", "message",
+                 "output", "images"}]
+The file must stay under 1 MB: longer outputs are cut.
+
+Not gradable here: a grader that sees no GPU (nothing a student did can be
+judged), and a hand-in none of whose part files compiles (PrairieLearn's
+own C grader treats a compile error so). Tests Gradescope would hide from
+students (the staff's notes) are left out; the hidden cases' test names
+no case, as on Gradescope.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Optional
+
+from ..grading.model import GradeResult
+from ..spec.assignment import Assignment
+from .gradescope import graded_tests
+
+MAX_BYTES = 1_000_000  # PrairieLearn refuses a larger results.json
+MAX_OUTPUT_CHARS = 20_000  # per text field, so that many tests still fit
+TOP_LEVEL_FIELDS = {"gradable": bool, "score": (int, float), "format_errors": (str, list), "message": str,
+                    "output": str, "images": list, "tests": list}
+TEST_FIELDS = {"name": str, "description": str, "points": (int, float), "max_points": (int, float),
+               "message": str, "output": str, "images": list}
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_OUTPUT_CHARS else text[:MAX_OUTPUT_CHARS] + "\n[... cut ...]"
+
+
+def _image(path: Path, label: str) -> dict:
+    return {"label": label, "url": "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")}
+
+
+def _not_gradable(result: GradeResult) -> list:
+    """Why nothing of this hand-in can be graded (empty: it can be)."""
+    built = [p for p in result.parts if p.stages["build"].status == "passed"]
+    if built and result.gpu is None:
+        return ["The grading machine has no GPU, so no part could be run. This is not a problem with your "
+                "work: tell the course staff."]
+    uncompiled = [p for p in result.parts if p.stages["build"].status == "failed"]
+    if uncompiled and not built:
+        return [f"{p.file}: {p.stages['build'].summary}" for p in uncompiled]
+    return []
+
+
+def results(result: GradeResult, assignment: Assignment, plot: Optional[Path] = None) -> dict:
+    tests = [t for t in graded_tests(result, assignment) if t["visibility"] != "hidden"]
+    doc = {
+        "message": f"{result.score:.2f} / {result.max_score:.2f} points",
+        "tests": [{"name": t["name"], "description": ", ".join(t.get("tags", [])), "points": t["score"],
+                   "max_points": t["max_score"], "message": t["status"], "output": _cut(t["output"])}
+                  for t in tests],
+    }
+    reasons = _not_gradable(result)
+    if reasons:
+        doc.update(gradable=False, format_errors=reasons, message="Not graded: " + reasons[0])
+    else:
+        doc.update(gradable=True, score=round(result.score / result.max_score, 6) if result.max_score else 0.0)
+    if plot is not None and plot.is_file():
+        doc["images"] = [_image(plot, "This submission on the GPU's roofline")]
+    if len(json.dumps(doc)) > MAX_BYTES:
+        doc.pop("images", None)
+        for t in doc["tests"]:
+            t["output"] = t["output"][:2000]
+    return doc
+
+
+def error_results(traceback_text: str) -> dict:
+    """When the grader itself fails: not gradable, so the attempt is not lost."""
+    return {"gradable": False, "format_errors": ["The autograder itself failed; your submission was not graded."],
+            "message": "The autograder failed while grading this submission. This is not a problem with your work: "
+                       "please tell your instructor or TA.",
+            "output": _cut(traceback_text[-4000:])}
+
+
+def spec_problems(doc) -> list:
+    """What in a results.json breaks PrairieLearn's format (empty: nothing)."""
+    if not isinstance(doc, dict):
+        return ["results.json is not a JSON object"]
+    problems = []
+    for key, value in doc.items():
+        if key not in TOP_LEVEL_FIELDS:
+            problems.append(f"unknown top-level field {key!r}")
+        elif isinstance(value, bool) != (TOP_LEVEL_FIELDS[key] is bool) or not isinstance(value, TOP_LEVEL_FIELDS[key]):
+            problems.append(f"{key} has type {type(value).__name__}")
+    if doc.get("gradable", True) is not False:
+        score = doc.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
+            problems.append(f"a gradable result needs a score in [0, 1], not {score!r}")
+    for i, image in enumerate(doc.get("images", [])):
+        if not (isinstance(image, dict) and str(image.get("url", "")).startswith("data:image/")):
+            problems.append(f"images[{i}] is not a data URL")
+    for i, test in enumerate(doc.get("tests", []) if isinstance(doc.get("tests"), list) else []):
+        if not isinstance(test, dict) or "name" not in test:
+            problems.append(f"tests[{i}] is not an object with a name")
+            continue
+        for key, value in test.items():
+            if key not in TEST_FIELDS:
+                problems.append(f"tests[{i}]: unknown field {key!r}")
+            elif isinstance(value, bool) or not isinstance(value, TEST_FIELDS[key]):
+                problems.append(f"tests[{i}].{key} has type {type(value).__name__}")
+    try:
+        text = json.dumps(doc, allow_nan=False)
+    except ValueError as e:
+        return problems + [f"not valid JSON: {e}"]
+    if len(text.encode()) > MAX_BYTES:
+        problems.append(f"larger than PrairieLearn's 1 MB ({len(text.encode())} bytes)")
+    return problems
