@@ -38,7 +38,7 @@ BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/r
 # reference-gpu.yaml: the grading GPU's published figures, from which `tilelab
 # check` estimates the speed targets on a student's GPU.
 STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "scripts/secure-checkout", "docs/harness.md",
-                               REFERENCE_GPU_PATH)
+                               "docs/colab.ipynb", REFERENCE_GPU_PATH)
 AUTOGRADER_ENTRY_POINTS = ("docker/setup.sh", "docker/run_autograder", "docker/run_prairielearn")
 _SKIP_NAMES = ("__pycache__", ".pytest_cache")
 _SKIP_SUFFIXES = (".pyc", ".egg-info")
