@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from .authoring import starter as starter_mod
-from .spec.assignment import AssignmentError, load_assignment
 from .operations.batch import DEFAULT_JOBS
+from .spec.assignment import AssignmentError, load_assignment
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
 from .system.setup_errors import SetupError
 
@@ -186,8 +186,9 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None,
           no_sanitizers: bool, fast: bool) -> None:
     """Run the public cases of one part (or all) on this machine's GPU."""
+    from .grading.grade import GradeOptions
+    from .grading.grade import grade as run_grade
     from .outputs.check_view import print_check
-    from .grading.grade import GradeOptions, grade as run_grade
     from .outputs.report import write_reports
 
     root = _root(ctx.obj["root"])

@@ -3,9 +3,9 @@
 
 from pathlib import Path
 
+from tilelab.grading.model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from tilelab.spec.answers import grade_answers, load_key
 from tilelab.spec.assignment import load_assignment
-from tilelab.grading.model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_gradescope import check_spec
 
 import tilelab.grading.grade
-from test_gradescope import check_spec
+from tilelab.cli import main
 from tilelab.operations import batch
 from tilelab.operations.batch import GRADED, GRADER_ERROR, BatchError, run_batch
-from tilelab.cli import main
 from tilelab.system.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import require_pdf_stack
 
-from tilelab.spec.assignment import load_assignment
 from tilelab.authoring.dist import DistError, autograder_bundle, check_student_bundle, student_bundle
 from tilelab.authoring.handout import render_markdown, write_handouts
+from tilelab.spec.assignment import load_assignment
 
 # What a copy of the project needs to render, bundle and grade.
 PROJECT_ENTRIES = ("assignment.yaml", "CMakeLists.txt", "cmake", "include", "grader", "starter", "solutions",
@@ -121,8 +121,8 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     build = os.environ.get("TILELAB_BUILD_DIR")
     if not build:
         pytest.skip("skipped: the grader half needs a built project (run through ctest)")
-    from tilelab.outputs.gradescope import results_json
     from tilelab.grading.grade import GradeOptions, grade
+    from tilelab.outputs.gradescope import results_json
     from tilelab.system.sandbox import Sandbox
 
     # This copy lives in pytest's private temporary directory, which a

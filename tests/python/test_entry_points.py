@@ -19,10 +19,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from test_gradescope import check_spec
-from tilelab.spec.assignment import load_assignment
+
 from tilelab.authoring.dist import autograder_bundle
+from tilelab.spec.assignment import load_assignment
 from tilelab.system.sandbox import sandbox_for_this_process
 
 ROOT = Path(__file__).resolve().parents[2]

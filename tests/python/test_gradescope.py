@@ -4,11 +4,12 @@ import dataclasses
 import json
 
 import pytest
-
 from grade_fixtures import failing_boundary, grade_result, graded_answers, passing_tiled
+
+from tilelab.outputs.gradescope import error_results, results_json, spec_problems, student_visible_text, write_results
 from tilelab.spec.answers import grade_answers, load_key
 from tilelab.spec.assignment import load_assignment
-from tilelab.outputs.gradescope import error_results, results_json, spec_problems, student_visible_text, write_results
+
 
 def check_spec(doc: dict) -> None:
     """Gradescope's field list and types (tilelab.outputs.gradescope.spec_problems holds them)."""

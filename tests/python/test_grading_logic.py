@@ -7,19 +7,19 @@ import threading
 import time
 
 import pytest
-
 from grade_fixtures import failing_boundary, passing_tiled
-from tilelab.system import process
-from tilelab.spec.assignment import SpeedRule, load_assignment
+
 from tilelab.grading.diagnose import case_hints
-from tilelab.system.gpu_lock import GpuLock
 from tilelab.grading.launch_checks import check_launches, kernel_base_name
 from tilelab.grading.model import CaseResult
 from tilelab.grading.roofline import Ceilings
 from tilelab.grading.scoring import SpeedTarget, scoring_time, speed_target
-from tilelab.spec.matmul import compulsory_bytes, intensity
-from tilelab.selftest.handins import Expectation, SelftestError, judge, load_hand_ins
 from tilelab.grading.static_checks import check_source, kernel_names, strip_comments_and_strings
+from tilelab.selftest.handins import Expectation, SelftestError, judge, load_hand_ins
+from tilelab.spec.assignment import SpeedRule, load_assignment
+from tilelab.spec.matmul import compulsory_bytes, intensity
+from tilelab.system import process
+from tilelab.system.gpu_lock import GpuLock
 
 
 @pytest.fixture

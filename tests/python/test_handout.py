@@ -11,18 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_pdf_stack
 import yaml
+from conftest import require_pdf_stack
 
-from tilelab.spec.assignment import load_assignment
-from tilelab.authoring.handout import (
-    reference_gpu,
-    render_html,
-    render_markdown,
-    render_pdf,
-    write_handouts,
-)
+from tilelab.authoring.handout import reference_gpu, render_html, render_markdown, render_pdf, write_handouts
 from tilelab.outputs.report import fmt_percent, md_text
+from tilelab.spec.assignment import load_assignment
 
 ANSWER_KEY = Path("solutions") / "answers.yaml"
 # Answers that must never reach a student, and that the key is known to hold.

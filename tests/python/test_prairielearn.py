@@ -8,8 +8,8 @@ The gradings are the fixtures' figures from a real H100 run."""
 import copy
 
 import pytest
-
 from grade_fixtures import failing_boundary, grade_result, passing_tiled
+
 from tilelab.outputs import prairielearn
 from tilelab.outputs.report import plot_roofline
 from tilelab.spec.assignment import load_assignment

@@ -6,16 +6,10 @@ import re
 import sys
 
 import pytest
-
 from grade_fixtures import graded_answers
+
 from tilelab.grading.model import STAGE_TITLES, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from tilelab.outputs.report import (
-    DETAIL_LINE_CAP,
-    plot_roofline,
-    render_html,
-    render_markdown,
-    write_reports,
-)
+from tilelab.outputs.report import DETAIL_LINE_CAP, plot_roofline, render_html, render_markdown, write_reports
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 H100_GPU = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "multiprocessors": 132}

@@ -341,8 +341,8 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
     # run (the device is known), speed is not scored, and a note says why.
     from types import SimpleNamespace
 
-    from tilelab.system.gpu_lock import GpuLock
     from tilelab.grading.grade import _probe_gpu
+    from tilelab.system.gpu_lock import GpuLock
 
     tool = stand_in_tool(tmp_path, (
         f"if sys.argv[1:] == ['--device']: print(json.dumps({H100_REPORT['device']!r}))\n"

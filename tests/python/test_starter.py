@@ -4,9 +4,9 @@ generation gives today."""
 import pytest
 from click.testing import CliRunner
 
-from tilelab.spec.assignment import load_assignment
-from tilelab.cli import main
 from tilelab.authoring.starter import StarterError, starter_files, strip_solution
+from tilelab.cli import main
+from tilelab.spec.assignment import load_assignment
 
 SOLVED = """\
 // contract comment

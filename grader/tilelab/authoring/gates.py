@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..system import process
-from ..spec.assignment import load_assignment
-from .dist import DistError, autograder_bundle, student_bundle
 from ..outputs.gradescope import results_json
+from ..spec.assignment import load_assignment
+from ..system import process
 from ..system.paths import ASSIGNMENT_FILE, missing_tools
+from .dist import DistError, autograder_bundle, student_bundle
 from .starter import StarterError, starter_files
 
 BUILD_TIME_LIMIT = 1800

@@ -26,15 +26,15 @@ from pathlib import Path
 
 import yaml
 
-from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
-from ..spec.assignment import Assignment, Case, Part, Question
-from ..system import setup_errors
-from ..system.paths import ANSWER_KEY_FILE
-from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
 from ..grading.roofline import Ceilings
 from ..grading.scoring import case_points, speed_target
+from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
+from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
+from ..spec.assignment import Assignment, Case, Part, Question
 from ..spec.matmul import intensity
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu
+from ..system import setup_errors
+from ..system.paths import ANSWER_KEY_FILE
 
 VARIANTS = ("student", "ta")
 HANDOUT_DIR = "handouts"  # templates and reference-gpu.yaml, under the project root

@@ -25,7 +25,6 @@ from pathlib import Path
 from ..spec.answers import ANSWERS_FILE
 from ..spec.assignment import Assignment
 
-
 _BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*// END SOLUTION\s*$")
 _HINT = re.compile(r"^\s*// HINT:(.*)$")

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..system import process
 from ..spec.assignment import Part
+from ..system import process
 from .static_checks import audit_object
 
 # Lines of build-tool chatter around the compiler's own messages.

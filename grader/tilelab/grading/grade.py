@@ -39,8 +39,8 @@ from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu
 from ..system import process
 from ..system.atomic import write_atomically
 from ..system.gpu_lock import GpuLock
-from ..system.paths import (ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, answer_key_path,
-                            tool_path, unbuilt_reason)
+from ..system.paths import (ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, answer_key_path, tool_path,
+                            unbuilt_reason)
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
 from . import calibration, roofline
 from .build import SubmissionBuild

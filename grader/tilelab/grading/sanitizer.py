@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .model import Stage
 from ..system.process import clip_lines
+from .model import Stage
 from .runner import run_harness
 
 if TYPE_CHECKING:

@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..grading.grade import build_jobs_each, fresh_seed
+from ..grading.model import ESTIMATED_RULE
+from ..outputs.gradescope import error_results
 from ..spec.assignment import Assignment, AssignmentError, load_assignment
 from ..system.atomic import write_atomically
-from ..grading.model import ESTIMATED_RULE
 from ..system.gpu_lock import GpuLock
-from ..grading.grade import build_jobs_each, fresh_seed
-from ..outputs.gradescope import error_results
 from ..system.paths import ASSIGNMENT_FILE, unbuilt_reason
 from ..system.sandbox import Sandbox, SandboxError, sandbox_for_this_process
 

@@ -29,8 +29,8 @@ from typing import Callable, Optional
 
 import jinja2
 
-from ..spec.answers import AnswersResult
 from ..grading.model import ESTIMATED_RULE, STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
+from ..spec.answers import AnswersResult
 
 AUDIENCES = ("student", "staff")
 

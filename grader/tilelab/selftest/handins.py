@@ -25,13 +25,13 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..spec.answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
 from ..grading.grade import GradeOptions, build_jobs_each, grade
-from ..system.gpu_lock import GpuLock
-from ..system.sandbox import sandbox_for_this_process
 from ..grading.model import STAGES, GradeResult, PartResult
-from ..system.paths import answer_key_path
 from ..outputs.report import write_reports
+from ..spec.answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
+from ..system.gpu_lock import GpuLock
+from ..system.paths import answer_key_path
+from ..system.sandbox import sandbox_for_this_process
 
 VERDICTS = ("pass", "slow", "fail")
 SPEEDS = ("full", "partial", "none")

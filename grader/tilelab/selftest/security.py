@@ -20,13 +20,13 @@ import socket
 import threading
 from pathlib import Path
 
+from ..authoring.starter import solution_region_lines
+from ..grading.model import GradeResult
+from ..outputs.gradescope import results_json, spec_problems, student_visible_text
+from ..outputs.report import render_html, render_markdown
 from ..spec.answers import load_key
 from ..spec.assignment import CASE_SETS, Assignment
 from ..spec.public import public_assignment_text
-from ..outputs.gradescope import results_json, spec_problems, student_visible_text
-from ..grading.model import GradeResult
-from ..outputs.report import render_html, render_markdown
-from ..authoring.starter import solution_region_lines
 
 CANARY_PATH = Path("/tmp/tilelab-security-canary.txt")
 LISTENER_PORT = 47321  # the port security-network/naive.cu aims at
