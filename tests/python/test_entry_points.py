@@ -9,6 +9,7 @@ setup.sh must run as root (it creates the sandbox user and closes the key to
 it), and the build needs nvcc: elsewhere these tests are skipped, never passed.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -231,13 +232,20 @@ def test_an_empty_hand_in_still_gets_valid_results(autograder, assignment):
     assert doc["score"] == 0
 
 
-def test_without_the_grader_run_autograder_writes_the_fallback_results(autograder):
+@contextlib.contextmanager
+def _without_the_graders_venv(autograder: Path):
+    """The grader cannot start: its virtual environment is gone (a broken setup)."""
     venv, away = autograder / "source" / ".venv", autograder / "source" / ".venv-away"
     venv.rename(away)
     try:
-        done, doc, said = run_autograder(autograder, [ROOT / "solutions" / "naive.cu"])
+        yield
     finally:
         away.rename(venv)
+
+
+def test_without_the_grader_run_autograder_writes_the_fallback_results(autograder):
+    with _without_the_graders_venv(autograder):
+        done, doc, said = run_autograder(autograder, [ROOT / "solutions" / "naive.cu"])
     assert done.returncode != 0, said
     assert "wrote no results.json" in done.stdout
     assert doc["score"] == 0
@@ -277,11 +285,7 @@ def test_run_prairielearn_grades_in_prairielearns_layout_and_form(autograder):
 
 
 def test_run_prairielearn_answers_for_a_grader_that_cannot_start(autograder):
-    venv, away = autograder / "source" / ".venv", autograder / "source" / ".venv-away"
-    venv.rename(away)
-    try:
+    with _without_the_graders_venv(autograder):
         done, doc, said = run_prairielearn(autograder, [ROOT / "solutions" / "naive.cu"])
-    finally:
-        away.rename(venv)
     assert done.returncode != 0 and "wrote no results.json" in done.stdout, said
     assert doc["gradable"] is False and "exit status 127" in doc["output"]

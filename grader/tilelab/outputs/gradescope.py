@@ -30,6 +30,7 @@ from ..grading.scoring import case_points
 from ..spec.answers import AnswersResult
 from ..spec.assignment import Assignment
 from ..system.atomic import write_atomically
+from .fields import field_problems
 from .report import full_credit_words, md_text, reference_words
 
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
@@ -332,12 +333,7 @@ def spec_problems(doc) -> list:
     """What in a results.json breaks Gradescope's specification (empty: nothing)."""
     if not isinstance(doc, dict):
         return ["results.json is not a JSON object"]
-    problems = []
-    for key, value in doc.items():
-        if key not in TOP_LEVEL_FIELDS:
-            problems.append(f"unknown top-level field {key!r}")
-        elif isinstance(value, bool) or not isinstance(value, TOP_LEVEL_FIELDS[key]):
-            problems.append(f"{key} has type {type(value).__name__}")
+    problems = field_problems(doc, TOP_LEVEL_FIELDS)
     if "score" not in doc and not all(isinstance(t, dict) and "score" in t for t in doc.get("tests", [])):
         problems.append("no top-level score and a test without one")
     for key in ("output_format", "test_output_format", "test_name_format"):
@@ -350,11 +346,7 @@ def spec_problems(doc) -> list:
         if not isinstance(test, dict):
             problems.append(f"tests[{i}] is not an object")
             continue
-        for key, value in test.items():
-            if key not in TEST_FIELDS:
-                problems.append(f"tests[{i}]: unknown field {key!r}")
-            elif isinstance(value, bool) or not isinstance(value, TEST_FIELDS[key]):
-                problems.append(f"tests[{i}].{key} has type {type(value).__name__}")
+        problems += field_problems(test, TEST_FIELDS, f"tests[{i}].")
         if test.get("status", "passed") not in ("passed", "failed"):
             problems.append(f"tests[{i}].status {test.get('status')!r}")
         if test.get("visibility", "visible") not in VISIBILITIES:

@@ -28,6 +28,7 @@ from typing import Optional
 
 from ..grading.model import GradeResult
 from ..spec.assignment import Assignment
+from .fields import field_problems
 from .gradescope import graded_tests
 
 MAX_BYTES = 1_000_000  # PrairieLearn refuses a larger results.json
@@ -92,12 +93,7 @@ def spec_problems(doc) -> list:
     """What in a results.json breaks PrairieLearn's format (empty: nothing)."""
     if not isinstance(doc, dict):
         return ["results.json is not a JSON object"]
-    problems = []
-    for key, value in doc.items():
-        if key not in TOP_LEVEL_FIELDS:
-            problems.append(f"unknown top-level field {key!r}")
-        elif isinstance(value, bool) != (TOP_LEVEL_FIELDS[key] is bool) or not isinstance(value, TOP_LEVEL_FIELDS[key]):
-            problems.append(f"{key} has type {type(value).__name__}")
+    problems = field_problems(doc, TOP_LEVEL_FIELDS)
     if doc.get("gradable", True) is not False:
         score = doc.get("score")
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
@@ -109,11 +105,7 @@ def spec_problems(doc) -> list:
         if not isinstance(test, dict) or "name" not in test:
             problems.append(f"tests[{i}] is not an object with a name")
             continue
-        for key, value in test.items():
-            if key not in TEST_FIELDS:
-                problems.append(f"tests[{i}]: unknown field {key!r}")
-            elif isinstance(value, bool) or not isinstance(value, TEST_FIELDS[key]):
-                problems.append(f"tests[{i}].{key} has type {type(value).__name__}")
+        problems += field_problems(test, TEST_FIELDS, f"tests[{i}].")
     try:
         text = json.dumps(doc, allow_nan=False)
     except ValueError as e:
