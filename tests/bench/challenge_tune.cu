@@ -297,22 +297,15 @@ void launchTune(const float* M, const float* N, float* P, int j, int k, int l) {
 // name: BMxBN xBK, warp WMxWN, lane (4RM)x(4RN), blocks/SM, stages (r = register prefetch), swizzle
 const Variant kTuneVariants[] = {
     {"t128x128k8_w64x32_r2", launchTune<128, 128, 8, 64, 32, 2, 2, 2, 0, false>},
-    {"t128x128k8_w32x64_r2", launchTune<128, 128, 8, 32, 64, 2, 2, 2, 0, false>},
-    {"t128x128k8_w64x32_r2s", launchTune<128, 128, 8, 64, 32, 2, 2, 2, 0, true>},
     {"t128x128k16_w64x32_r2", launchTune<128, 128, 16, 64, 32, 2, 2, 2, 0, false>},
     {"t128x128k8_w64x32_a3", launchTune<128, 128, 8, 64, 32, 2, 2, 2, 3, false>},
-    {"t128x128k8_w64x32_a3s", launchTune<128, 128, 8, 64, 32, 2, 2, 2, 3, true>},
-    {"t128x128k8_w64x32_a4", launchTune<128, 128, 8, 64, 32, 2, 2, 2, 4, false>},
-    {"t128x128k16_w64x32_a3", launchTune<128, 128, 16, 64, 32, 2, 2, 2, 3, false>},
     {"t128x256k8_w64x64_r1", launchTune<128, 256, 8, 64, 64, 2, 4, 1, 0, false>},
-    {"t128x256k8_w64x64_r1s", launchTune<128, 256, 8, 64, 64, 2, 4, 1, 0, true>},
-    {"t256x128k8_w64x64_r1", launchTune<256, 128, 8, 64, 64, 4, 2, 1, 0, false>},
+    {"t128x256k16_w64x64_r1", launchTune<128, 256, 16, 64, 64, 2, 4, 1, 0, false>},
+    {"t256x128k16_w64x64_r1", launchTune<256, 128, 16, 64, 64, 4, 2, 1, 0, false>},
     {"t128x256k8_w64x64_a3", launchTune<128, 256, 8, 64, 64, 2, 4, 1, 3, false>},
-    {"t256x128k8_w64x64_a3", launchTune<256, 128, 8, 64, 64, 4, 2, 1, 3, false>},
-    {"t128x256k16_w64x64_a3", launchTune<128, 256, 16, 64, 64, 2, 4, 1, 3, false>},
     {"t128x128k8_w64x64_128t_r2", launchTune<128, 128, 8, 64, 64, 2, 4, 2, 0, false>},
+    {"t128x128k8_w64x64_128t_r2s", launchTune<128, 128, 8, 64, 64, 2, 4, 2, 0, true>},
+    {"t128x128k16_w64x64_128t_r2", launchTune<128, 128, 16, 64, 64, 2, 4, 2, 0, false>},
     {"t128x128k8_w64x64_128t_a3", launchTune<128, 128, 8, 64, 64, 2, 4, 2, 3, false>},
-    {"t128x128k16_w64x64_128t_a3", launchTune<128, 128, 16, 64, 64, 2, 4, 2, 3, false>},
-    {"t128x128k8_w64x64_128t_a4s", launchTune<128, 128, 8, 64, 64, 2, 4, 2, 4, true>},
 };
 const int kTuneVariantCount = sizeof(kTuneVariants) / sizeof(kTuneVariants[0]);
