@@ -12,27 +12,36 @@
 //   within sqrt(k) * 16 * 2^-24 * (|M| |N|)(r, c) of the exact product.
 //
 // The ladder: each rung adds one technique to the one before; its file in
-// challenge-ladder/ holds exactly that kernel. GFLOP/s at 4096^3 on an H100
-// (median of 15 timed calls, L2 flushed), and the share of cuBLAS SGEMM
-// (FP32, no TF32) measured in the same run:
-//   rung                                      GFLOP/s   of cuBLAS
-//   tiled.cu: 32 x 32 tiles, one value per thread  (see measurements.md)
-//   1 block tiling: 64 x 64 tile, 8 per thread     TBD
-//   2 register tiling: 128 x 128, 8 x 8 per thread  TBD
-//   3 128-bit global and shared loads              TBD
-//   4 transposed, padded tile of M                 TBD
-//   5 double buffering (register prefetch)         TBD
-//   6 warp tiling (conflict-free float4 reads)     TBD
-//   this file: rung 6 tuned (see below)            TBD
+// challenge-ladder/ holds exactly that kernel. Measured on an H100 SXM
+// (2026-11-22, scripts/bench-challenge): GFLOP/s at 4096^3, median of 15
+// timed calls with L2 flushed, and the share of cuBLAS SGEMM (FP32, no TF32,
+// 51,661 GFLOP/s) timed in the same run; blocks per SM from the compiler's
+// register count.
+//   rung                                               GFLOP/s  cuBLAS  blocks x warps / SM
+//   tiled.cu: 32 x 32 tile, 1 value per thread          ~9,190    ~18%  (suite runs, 2026-11-21)
+//   1 block tiling: 64 x 64 tile, 8 values per thread   16,101    31.2%  2 x 16
+//   2 register tiling: 128 x 128, 8 x 8 per thread      16,222    31.4%  1 x 8
+//   3 128-bit global loads and stores, float4 reads     23,355    45.2%  1 x 8
+//   4 M's tile transposed and padded in shared memory   32,418    62.8%  2 x 8
+//   5 double buffering (next stage prefetched)          35,467    68.7%  1 x 8
+//   6 warp tiling (64 x 32 per warp, 2 x 2 sub-tiles)   36,843    71.3%  1 x 8
+//   this file: 8 x 16 per thread, 64 x 64 per warp,     47,670    92.3%  2 x 4
+//     4 warps a block, 2 blocks per SM, clamped edges
+// At 2048 x 4096 x 8192 this file runs at 47,833 GFLOP/s, 92.1 % of cuBLAS.
 //
 // Why the rungs pay: for an N x N x N product with a block tile of L x L
-// values of P and a thread tile of V x V, every block reads its 2 L x N
-// strips of M and N once, so global (L2) traffic is about N^2 / L^2 blocks x
-// 2 L N = 2 N^3 / L floats; every thread reads 2 V values from shared memory
-// per step of k for V^2 FMAs, so shared traffic is about 2 N^3 / V floats.
-// At L = 128 and V = 8 neither memory is the limit any more; what is left is
-// keeping the FMA pipes fed: few non-FMA instructions per FMA (128-bit
-// loads), no bank conflicts, and loads in flight while the FMAs run.
+// values of P, every block reads its two L x N strips of M and N once: N^2 /
+// L^2 blocks x 2 L N = 2 N^3 / L floats of global (L2) traffic. A thread
+// with a V x V tile reads 2 V values from shared memory per step of k for V^2
+// FMAs: 2 N^3 / V floats of shared traffic (N^3 (1/8 + 1/16) for this file's
+// 8 x 16). Rung 2 halves the first and divides the second by 8, but gains
+// almost nothing: its loop is only 57 % FMAs (SASS), the rest being the
+// 32-bit loads' index arithmetic and bounds tests, which rung 3's float4s
+// remove. From there on the limit is keeping the FMA pipes fed: registers
+// that allow two blocks per SM (rungs 4 and this file), latency hidden behind
+// FMAs, reads that broadcast instead of conflicting, and more FMAs per shared
+// load. Here ncu shows 91 % of the instructions are FMAs, L2 at 19 % and DRAM
+// at 4 % of their peaks.
 #include "tilelab/part.h"
 
 #include <cstdint>
@@ -67,6 +76,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // HINT: float4 shared loads per step of k, in blocks of 4 warps.
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
+  // Block tiling: every float a block brings in from L2 serves 128 FMAs of
+  // its 128 x 128 tile (global traffic 2 N^3 / 128 floats).
   const int bm0 = blockIdx.y * kBM, bn0 = blockIdx.x * kBN;
 
   // Warp tiling: a warp owns a 64 x 64 tile of P; a lane its 2 x 4 grid of
@@ -78,9 +89,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // Each thread moves kALoads float4s of M's tile per stage (two threads
   // per row and 8 values of k, rows aRow + 64 h) and kBLoads of N's (32
-  // threads per row, rows bRow + 4 h), all coalesced. Rows of M past j and
-  // columns of N past l are clamped to valid ones: what they feed lands only
-  // in parts of P that are never stored, so only k needs a test.
+  // threads per row, rows bRow + 4 h), all coalesced: 128-bit loads need a
+  // quarter of the instructions (and index arithmetic) of 32-bit ones, and
+  // issue slots, not bandwidth, are what an FMA-bound loop runs out of.
+  // Rows of M past j and columns of N past l are clamped to valid ones: what
+  // they feed lands only in parts of P that are never stored, so only k
+  // needs a test.
   const int aRow = tid / 2, aK = (tid % 2) * 4;
   const int bRow = tid / (kBN / 4), bCol = (tid % (kBN / 4)) * 4;
   const float* aSrc = M + static_cast<size_t>(min(bm0 + aRow, j - 1)) * k + aK;
@@ -139,15 +153,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   int buf = 0;
   for (int kLeft = k - kBK; kLeft > -kBK; kLeft -= kBK) {
     // Double buffering: the next stage's global loads are issued first and
-    // only waited for after this stage's 128 x kBK FMAs, and they go to the other
-    // buffer, so one barrier per stage is enough. Past the last stage they
-    // load nothing (kLeft <= 0).
+    // only waited for after this stage's 128 x kBK FMAs, so their latency
+    // hides behind arithmetic; they go to the other buffer, so one barrier
+    // per stage is enough. Past the last stage they load nothing.
     aSrc += kBK;
     bSrc += static_cast<size_t>(kBK) * l;
     fetch(kLeft);
 #pragma unroll
     for (int t = 0; t < kBK; ++t) {
-      // Register tiling: 6 float4 shared loads feed 128 FMAs (an outer product).
+      // Register tiling: 6 float4 shared loads feed 128 FMAs (an outer
+      // product), 0.19 floats read from shared memory per FMA instead of 2.
       float a[kTM], b[kTN];
 #pragma unroll
       for (int q = 0; q < kTM / 4; ++q)

@@ -5,6 +5,10 @@
 // shared memory and does 64 products with them (outer product), so
 // shared-memory traffic falls to about 2N^3/8 floats, and global traffic to
 // 2N^3/128. All loads are still 32-bit.
+// H100, 2026-11-22: 16,222 GFLOP/s at 4096^3, 31.4 % of cuBLAS SGEMM: hardly
+// more than rung 1, since the main loop is only 57 % FMAs (SASS); the rest
+// is index arithmetic and bounds tests of the eight 32-bit loads per tile and
+// thread (162 registers: 1 block of 8 warps per SM).
 #include "ladder.h"
 #include "tilelab/part.h"
 

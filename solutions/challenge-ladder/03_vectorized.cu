@@ -3,10 +3,14 @@
 // Rung 2 with 128-bit accesses: each thread brings in one float4 of each
 // tile per step (a quarter of the load instructions), reads N's row segment
 // from shared memory as float4s, and writes P as float4s. M's tile is still
-// stored as it lies in memory (row-major), so the thread's 8 values of one
-// column of it are 8 separate 32-bit shared loads per step.
+// stored as it lies in memory (row-major), so the thread's 8 values at one
+// step of k are 8 separate 32-bit reads in the source.
 // float4 needs 16-byte aligned rows: when k or l is not a multiple of 4 the
 // same kernel runs with scalar loads (kVec = false).
+// H100, 2026-11-22: 23,355 GFLOP/s at 4096^3, 45.2 % of cuBLAS SGEMM; the
+// main loop is now 89 % FMAs. The compiler merges the reads of M's rows
+// along k into float4s itself (16 per tile: all 64 values of M the thread
+// needs, read up front), at a cost in registers: 153, so 1 block per SM.
 #include "ladder.h"
 #include "tilelab/part.h"
 
