@@ -63,6 +63,7 @@ endfunction()
 
 # tilelab_add_part_set(<set> <dir> EXPECT <status> [REQUIRED] [COMPILED])
 #
+# EXPECT starter: each part's own starter expectation from assignment.yaml.
 # One target per part of assignment.yaml whose file exists in <dir>. With
 # REQUIRED a missing file stops the configuration; otherwise (a submission)
 # the part is reported missing and skipped, and the grader scores it as such.
@@ -85,7 +86,11 @@ function(tilelab_add_part_set SET DIR)
       message(STATUS "tilelab: ${SET}: no ${source}; part ${part} not built")
       continue()
     endif()
+    set(expect ${ARG_EXPECT})
+    if(expect STREQUAL "starter")  # each part's starter: a TODO stub, or a working kernel to improve
+      set(expect ${TILELAB_PART_${part}_STARTER_EXPECT})
+    endif()
     tilelab_add_part(${SET} ${part} "${source}" ${TILELAB_PART_${part}_LAUNCHER}
-                     ${TILELAB_PART_${part}_SIGNATURE} EXPECT ${ARG_EXPECT})
+                     ${TILELAB_PART_${part}_SIGNATURE} EXPECT ${expect})
   endforeach()
 endfunction()

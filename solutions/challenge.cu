@@ -68,12 +68,23 @@ template <bool kVec>
 __global__ void __launch_bounds__(kThreads, 2)
     challengeKernel(const float* __restrict__ M, const float* __restrict__ N, float* __restrict__ P, int j, int k,
                     int l) {
+  // BEGIN SOLUTION
+  // HINT: Make this kernel fast one rung at a time (handout, part 6), and
+  // HINT: check after each (tilelab check challenge):
+  // HINT:   1. block tiling: stage a kBM x kBK slice of M and a kBK x kBN slice
+  // HINT:      of N in shared memory; each thread computes several values of P;
+  // HINT:   2. register tiling: each thread keeps an 8 x 8 tile of P in
+  // HINT:      registers, fed by 8 + 8 shared loads per step of k;
+  // HINT:   3. 128-bit loads (float4) wherever rows are 16-byte aligned (kVec);
+  // HINT:   4. M's slice stored transposed (and padded) in shared memory, so a
+  // HINT:      thread reads its column of M with float4s too;
+  // HINT:   5. double buffering: load the next slice while computing this one;
+  // HINT:   6. warp tiling: each warp owns a 64 x 64 tile of P, so the lanes'
+  // HINT:      shared reads broadcast instead of conflicting.
+  // HINT: What is here now is correct but slow: one thread per column of the
+  // HINT: block's tile, every operand read from global memory.
   __shared__ __align__(16) float As[2][kBK][kAStride];  // M's tile, transposed: As[.][t][row]
   __shared__ __align__(16) float Bs[2][kBK][kBN];
-  // BEGIN SOLUTION
-  // HINT: Start from the warp-tiled rung of the ladder and give each thread
-  // HINT: more of P: 8 x 16 values (a 2 x 4 grid of 4 x 4 sub-tiles) from 6
-  // HINT: float4 shared loads per step of k, in blocks of 4 warps.
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
   // Block tiling: every float a block brings in from L2 serves 128 FMAs of
@@ -199,13 +210,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   // END SOLUTION
-  // STUB: TILELAB_DEVICE_TODO("challengeKernel: the warp-tiled, register-blocked product");
+  // STUB: const int col = blockIdx.x * kBN + threadIdx.x;  // kThreads == kBN: one thread per column
+  // STUB: const int rowEnd = min(blockIdx.y * kBM + kBM, j);
+  // STUB: for (int row = blockIdx.y * kBM; col < l && row < rowEnd; ++row) {
+  // STUB:   float sum = 0.0f;
+  // STUB:   for (int t = 0; t < k; ++t) sum += M[static_cast<size_t>(row) * k + t] * N[static_cast<size_t>(t) * l + col];
+  // STUB:   P[static_cast<size_t>(row) * l + col] = sum;
+  // STUB: }
 }
 
 void launchChallenge(const float* M, const float* N, float* P, int j, int k, int l) {
   // BEGIN SOLUTION
-  // HINT: One block per 128 x 128 tile of P; take the float4 path only when
-  // HINT: every row of M, N and P starts on a 16-byte boundary.
+  // HINT: One block per kBM x kBN tile of P; take the float4 path (kVec) only
+  // HINT: when every row of M, N and P starts on a 16-byte boundary.
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const dim3 grid((l + kBN - 1) / kBN, (j + kBM - 1) / kBM);
   if (k % 4 == 0 && l % 4 == 0 && aligned(M) && aligned(N) && aligned(P)) {
@@ -214,5 +231,6 @@ void launchChallenge(const float* M, const float* N, float* P, int j, int k, int
     challengeKernel<false><<<grid, kThreads>>>(M, N, P, j, k, l);
   }
   // END SOLUTION
-  // STUB: TILELAB_TODO("launchChallenge: choose the grid and launch challengeKernel");
+  // STUB: const dim3 grid((l + kBN - 1) / kBN, (j + kBM - 1) / kBM);
+  // STUB: challengeKernel<false><<<grid, kThreads>>>(M, N, P, j, k, l);
 }

@@ -28,7 +28,7 @@ from tilelab.grading import calibration
 from tilelab.grading.calibration import Calibration, CalibrationError, ReferenceSpeed
 from tilelab.grading.model import ESTIMATED_RULE, MEASURED_RULE
 from tilelab.grading.roofline import Ceilings
-from tilelab.grading.scoring import speed_target
+from tilelab.grading.scoring import reference_target
 from tilelab.spec.assignment import AssignmentError, load_assignment, parse_assignment
 from tilelab.spec.reference_gpu import load_reference_gpu
 
@@ -68,8 +68,8 @@ def _ceilings(ladder) -> Ceilings:
 @pytest.mark.parametrize("ladder", [H100_LADDER, H200_LADDER, A6000_LADDER], ids=["H100", "H200", "A6000"])
 def test_on_each_ladder_the_reference_earns_full_credit_and_the_skipped_technique_does_not(ladder, assignment):
     ceilings, (j, k, l) = _ceilings(ladder), ladder["size"]
-    tiled = speed_target(ceilings, j, k, l, ladder["tiled"], assignment.speed)
-    naive = speed_target(ceilings, j, k, l, ladder["naive"], assignment.speed)
+    tiled = reference_target(ceilings, j, k, l, ladder["tiled"], assignment.speed)
+    naive = reference_target(ceilings, j, k, l, ladder["naive"], assignment.speed)
     assert tiled.fraction(ladder["tiled"]) == 1.0
     assert naive.fraction(ladder["naive"]) == 1.0
     # The coalesced naive kernel handed in as the tiled part: partial at most.
@@ -96,13 +96,13 @@ def test_honest_variants_of_the_technique_keep_full_credit_on_the_h100(variant, 
     gflops, part = H100_LADDER["variants"][variant]
     part_cases = assignment.part(part).cases["timing"]
     (case,) = part_cases
-    target = speed_target(_ceilings(H100_LADDER), case.j, case.k, case.l, H100_LADDER["references"][part],
+    target = reference_target(_ceilings(H100_LADDER), case.j, case.k, case.l, H100_LADDER["references"][part],
                           assignment.speed)
     assert target.fraction(gflops) == 1.0
 
 
 def test_naive_as_tiled_on_the_h100_gets_a_share_between_nothing_and_full(assignment):
-    target = speed_target(_ceilings(H100_LADDER), 4096, 4096, 4096, H100_LADDER["tiled"], assignment.speed)
+    target = reference_target(_ceilings(H100_LADDER), 4096, 4096, 4096, H100_LADDER["tiled"], assignment.speed)
     fraction = target.fraction(H100_LADDER["naive_as_tiled"])
     # 5352 / 9191 = 0.58 of the reference: (0.58 - 0.5) / (0.8 - 0.5)
     assert fraction == pytest.approx((5352 / 9191 - 0.5) / 0.3, abs=1e-3)

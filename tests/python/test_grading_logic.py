@@ -13,7 +13,7 @@ from tilelab.grading.diagnose import case_hints
 from tilelab.grading.launch_checks import check_launches, kernel_base_name
 from tilelab.grading.model import CaseResult
 from tilelab.grading.roofline import Ceilings
-from tilelab.grading.scoring import SpeedTarget, scoring_time, speed_target
+from tilelab.grading.scoring import SpeedTarget, scoring_time, reference_target
 from tilelab.grading.static_checks import check_source, kernel_names, strip_comments_and_strings
 from tilelab.selftest.handins import Expectation, SelftestError, judge, load_hand_ins
 from tilelab.spec.assignment import SpeedRule, load_assignment
@@ -48,15 +48,15 @@ def test_speed_target_is_a_share_of_the_reference_and_keeps_the_roofline():
     h100 = Ceilings(device_name="H100", device_uuid="", fp32_gflops=65094.0, dram_gbps=3040.0,
                     measured_at="2026-11-21T00:00:00Z", raw={})
     rule = SpeedRule(full_at=0.8, zero_at=0.5, runs=3)
-    square = speed_target(h100, 4096, 4096, 4096, 9191.0, rule)  # compute-bound
+    square = reference_target(h100, 4096, 4096, 4096, 9191.0, rule)  # compute-bound
     assert square.bound == 65094.0 and square.reference == 9191.0
     assert square.full == pytest.approx(7352.8) and square.zero == pytest.approx(4595.5)
-    skinny = speed_target(h100, 4096, 1, 4096, 100.0, rule)  # k = 1: ~0.5 FLOP/byte, bandwidth-bound
+    skinny = reference_target(h100, 4096, 1, 4096, 100.0, rule)  # k = 1: ~0.5 FLOP/byte, bandwidth-bound
     assert skinny.intensity == pytest.approx(intensity(4096, 1, 4096))
     assert skinny.bound == pytest.approx(skinny.intensity * 3040.0)
     assert skinny.full == pytest.approx(80.0) and skinny.zero == pytest.approx(50.0)
     with pytest.raises(ValueError, match="positive"):
-        speed_target(h100, 4096, 4096, 4096, 0.0, rule)
+        reference_target(h100, 4096, 4096, 4096, 0.0, rule)
 
 
 def test_scoring_time_prefers_the_longest_honest_clock():

@@ -32,7 +32,7 @@ from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points,
 from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
 from ..spec.assignment import Assignment, Case, Part, Question
 from ..spec.matmul import intensity
-from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu
+from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
 from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
 
@@ -217,9 +217,9 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
     rows = []
     for part in assignment.parts:
         for case in part.cases["timing"]:
-            measured = gpu["reference"].get(part.id)
-            # A figure measured at another size says nothing about this one.
-            same_size = measured is not None and measured["size"] == (case.j, case.k, case.l)
+            # A figure measured at another size says nothing about this one (published_gflops).
+            target = speed_target(ceilings, part, rule, lambda name, j, k, l: published_gflops(gpu, name, (j, k, l)),
+                                  case.j, case.k, case.l)
             ai = intensity(case.j, case.k, case.l)
             row = {
                 "part": part.id,
@@ -228,12 +228,14 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
                 "bound": fmt_gflops(ceilings.bound(ai)),
                 "memory_bound": ceilings.bound(ai) < ceilings.fp32_gflops,
                 "reference": "not measured at this size", "of_roof": "", "full_credit": "", "no_credit": "",
+                "versus_cublas": part.versus_cublas is not None, "cublas": "",
             }
-            if same_size:
-                target = speed_target(ceilings, case.j, case.k, case.l, measured["gflops"], rule)
-                row.update(reference=fmt_gflops(target.reference),
-                           of_roof=fmt_percent(target.reference / ceilings.fp32_gflops),
-                           full_credit=fmt_gflops(target.full), no_credit=fmt_gflops(target.zero))
+            if target is not None:
+                if target.reference:
+                    row.update(reference=fmt_gflops(target.reference),
+                               of_roof=fmt_percent(target.reference / ceilings.fp32_gflops))
+                row.update(full_credit=fmt_gflops(target.full), no_credit=fmt_gflops(target.zero),
+                           cublas=fmt_gflops(target.cublas) if target.cublas else "")
             rows.append(row)
     return {
         "full_at": fmt_percent(rule.full_at),

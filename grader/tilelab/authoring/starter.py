@@ -11,7 +11,9 @@ A solution file marks each piece students write:
 In the starter the region becomes a TODO(student) comment made of the hints,
 followed by the stub lines as code. The stub must fail loudly when reached
 (TILELAB_TODO on the host, TILELAB_DEVICE_TODO in a kernel), so an unfinished
-part never passes a case by accident. Everything outside regions is copied as
+part never passes a case by accident; except in a part whose starter is
+`working` in assignment.yaml (the challenge), where the stub is a correct,
+slow kernel that students make fast. Everything outside regions is copied as
 it is, so the contract comments are the same in both files.
 """
 
@@ -68,7 +70,7 @@ def strip_solution(text: str, source: str) -> str:
         i += 1
         hints: list[str] = []
         while i < len(lines) and _HINT.match(lines[i]):
-            hints.append(_HINT.match(lines[i]).group(1).strip())
+            hints.append(_HINT.match(lines[i]).group(1).removeprefix(" ").rstrip())
             i += 1
         if not hints:
             raise StarterError(f"{source}:{start}: a solution region must start with at least one '// HINT:' line")
@@ -83,7 +85,8 @@ def strip_solution(text: str, source: str) -> str:
         i += 1  # the END line
         stubs: list[str] = []
         while i < len(lines) and _STUB.match(lines[i]):
-            stubs.append(_STUB.match(lines[i]).group(1).strip())
+            # Only the one space after "STUB:" goes, so a multi-line stub keeps its indentation.
+            stubs.append(_STUB.match(lines[i]).group(1).removeprefix(" ").rstrip())
             i += 1
         if not stubs:
             raise StarterError(

@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Optional
 
 from ..spec.assignment import Assignment, Part
-from ..spec.matmul import matmul_flop
-from ..spec.reference_gpu import REFERENCE_GPU_PATH
+from ..spec.matmul import intensity, matmul_flop
+from ..spec.reference_gpu import REFERENCE_GPU_PATH, published_gflops
 from ..system.sandbox import Sandbox
 from . import gpu_cache
 from .model import ESTIMATED_RULE, MEASURED_RULE
 from .runner import run_harness, verify, write_cases
-from .scoring import gflops, scoring_time, speed_target
+from .scoring import CUBLAS, gflops, scoring_time, speed_target
 
 # Bump when the way references are timed changes: older caches then measure again.
 CALIBRATION_VERSION = 1
@@ -99,13 +99,28 @@ class Calibration:
     def speed_of(self, part_id: str, j: int, k: int, l: int) -> Optional[ReferenceSpeed]:
         return next((s for s in self.speeds if (s.part, s.j, s.k, s.l) == (part_id, j, k, l)), None)
 
-    def summary(self, rule) -> dict:
-        """What a grading records of the calibration its targets came from
-        (`rule`: assignment.SpeedRule): each reference and the full-credit target it sets."""
+    def gflops_of(self, name: str, j: int, k: int, l: int) -> Optional[float]:
+        """GFLOP/s of a reference (part id) or of cuBLAS (scoring.CUBLAS) at this size; None if not timed."""
+        found = self.speed_of(name, j, k, l)
+        return found.gflops if found else None
+
+    def target(self, ceilings, part: Part, rule, j: int, k: int, l: int):
+        """The part's scoring.SpeedTarget at this size on this GPU, None without the figures it needs."""
+        return speed_target(ceilings, part, rule, self.gflops_of, j, k, l)
+
+    def summary(self, assignment: Assignment, ceilings=None) -> dict:
+        """What a grading records of the calibration its targets came from:
+        each figure timed (references and cuBLAS) and the full-credit target
+        of each part's timing size."""
+        full = {}
+        for part in assignment.parts:
+            for c in part.cases["timing"]:
+                if ceilings is not None and (t := self.target(ceilings, part, assignment.speed, c.j, c.k, c.l)):
+                    full[f"{part.id} {c.j}x{c.k}x{c.l}"] = round(t.full, 1)
         return {"rule": self.rule, "device_name": self.device_name, "measured_at": self.measured_at,
                 "fingerprint": self.fingerprint[:16], "source": self.source,
                 "references": {f"{s.part} {s.case}": round(s.gflops, 1) for s in self.speeds},
-                "full_credit_from": {f"{s.part} {s.case}": round(rule.full_at * s.gflops, 1) for s in self.speeds}}
+                "full_credit_from": full}
 
     def to_dict(self) -> dict:
         return {"version": CALIBRATION_VERSION, "rule": self.rule, "device_uuid": self.device_uuid,
@@ -133,13 +148,19 @@ class Calibration:
 
 
 def reference_binary(build_dir: Path, part_id: str) -> Path:
+    """A part's reference executable, or (CUBLAS) cuBLAS SGEMM behind the same harness."""
     return Path(build_dir) / REFERENCE_DIR / part_id
 
 
+def _timed_names(assignment: Assignment) -> list:
+    """What a calibration times: every part's reference, and cuBLAS when a part is scored against it."""
+    return [p.id for p in assignment.parts] + ([CUBLAS] if assignment.uses_cublas else [])
+
+
 def has_references(build_dir: Path, assignment: Assignment) -> bool:
-    """Whether this build holds a reference for every part (a checkout or the
-    autograder; never the student bundle)."""
-    return all(reference_binary(build_dir, p.id).is_file() for p in assignment.parts)
+    """Whether this build holds a reference for every part, and cuBLAS where
+    a part needs it (a checkout or the autograder; never the student bundle)."""
+    return all(reference_binary(build_dir, name).is_file() for name in _timed_names(assignment))
 
 
 def fingerprint(build_dir: Path, assignment: Assignment, device: dict) -> str:
@@ -153,30 +174,32 @@ def fingerprint(build_dir: Path, assignment: Assignment, device: dict) -> str:
         "device": [device.get(k) for k in ("name", "compute_capability", "driver_version", "runtime_version")],
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
-    for p in assignment.parts:
-        binary = reference_binary(build_dir, p.id)
+    for name in _timed_names(assignment):
+        binary = reference_binary(build_dir, name)
         try:
             with open(binary, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     digest.update(block)
         except OSError as e:
-            raise CalibrationError(f"cannot read the reference of {p.id} ({binary}: {e.strerror})") from None
+            raise CalibrationError(f"cannot read the reference of {name} ({binary}: {e.strerror})") from None
     return digest.hexdigest()
 
 
-def _time_reference(part: Part, assignment: Assignment, build_dir: Path, verify_tool: Path, work: Path,
+def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Path, verify_tool: Path, work: Path,
                     sandbox: Sandbox) -> list:
-    """One harness process times each of the part's timing sizes `runs` times."""
-    binary = reference_binary(build_dir, part.id)
+    """One harness process times each of the part's timing sizes `runs`
+    times: the part's reference (name = part.id), or cuBLAS (name = CUBLAS)
+    at the sizes of a part scored against it."""
+    binary = reference_binary(build_dir, name)
     if not binary.is_file():
-        raise CalibrationError(f"there is no reference build of {part.id} ({binary})")
+        raise CalibrationError(f"there is no reference build of {name} ({binary})")
     runs = assignment.speed.runs
     entries = [(f"{case.name}-run{r + 1}", case) for case in part.cases["timing"] for r in range(runs)]
-    case_file = write_cases(part, entries, work / part.id, CALIBRATION_SEED, timing=assignment.timing)
+    case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing)
     run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox)
     if run.timed_out or run.exit_code != 0:
         why = "took too long" if run.timed_out else f"ended with exit status {run.exit_code} (signal {run.signal})"
-        raise CalibrationError(f"the reference of {part.id} {why} while it was timed: "
+        raise CalibrationError(f"the reference of {name} {why} while it was timed: "
                                f"{run.stderr.strip()[-500:] or 'no message'}")
     verdict = {v["name"]: v for v in verify(verify_tool, case_file)["cases"]}
     speeds = []
@@ -185,14 +208,14 @@ def _time_reference(part: Part, assignment: Assignment, build_dir: Path, verify_
         for name in (f"{case.name}-run{r + 1}" for r in range(runs)):
             v = verdict.get(name)
             if v is None:
-                raise CalibrationError(f"the reference of {part.id} was not timed at {case.name}")
+                raise CalibrationError(f"the reference of {name} was not timed at {case.name}")
             if not v["passed"]:
-                raise CalibrationError(f"the reference of {part.id} computed wrong answers while timed at "
+                raise CalibrationError(f"the reference of {name} computed wrong answers while timed at "
                                        f"{case.name}: {'; '.join(v['reasons'])}")
             t = v["timing"]
             chosen = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
             measured.append(gflops(matmul_flop(case.j, case.k, case.l), chosen.ms))
-        speeds.append(ReferenceSpeed(part.id, case.j, case.k, case.l, tuple(round(g, 1) for g in measured)))
+        speeds.append(ReferenceSpeed(name, case.j, case.k, case.l, tuple(round(g, 1) for g in measured)))
     return speeds
 
 
@@ -207,7 +230,14 @@ def measure(build_dir: Path, assignment: Assignment, device: dict, verify_tool: 
     speeds = []
     with tempfile.TemporaryDirectory(prefix="tilelab-calibrate-") as work:
         for part in assignment.parts:
-            speeds += _time_reference(part, assignment, build_dir, verify_tool, Path(work), runner)
+            speeds += _time_reference(part.id, part, assignment, build_dir, verify_tool, Path(work), runner)
+        timed = set()
+        for part in assignment.parts:  # cuBLAS, once per size a part is scored against it at
+            if part.versus_cublas is not None:
+                sizes = {(c.j, c.k, c.l) for c in part.cases["timing"]} - timed
+                if sizes:
+                    speeds += _time_reference(CUBLAS, part, assignment, build_dir, verify_tool, Path(work), runner)
+                    timed |= sizes
     return Calibration(MEASURED_RULE, str(device["uuid"]), str(device.get("name", "")), digest,
                        _now_utc(), round(time.monotonic() - started, 2), tuple(speeds))
 
@@ -290,14 +320,14 @@ def estimate(assignment: Assignment, ceilings, device: dict, published: dict) ->
     applied to this GPU's measured FP32 roof. Only as good as that share
     carries over from one GPU to another, which is why grading never uses it."""
     speeds = []
-    for part in assignment.parts:
-        figure = published["reference"].get(part.id)
-        for case in part.cases["timing"]:
-            if figure is None or figure["size"] != (case.j, case.k, case.l):
+    for name in _timed_names(assignment):
+        sizes = {(c.j, c.k, c.l) for p in assignment.parts if name in (p.id, CUBLAS) for c in p.cases["timing"]}
+        for size in sorted(sizes):
+            figure = published_gflops(published, name, size)
+            if figure is None:
                 continue  # a figure taken at another size says nothing about this one
-            share = figure["gflops"] / published["fp32_fma_gflops"]
-            speeds.append(ReferenceSpeed(part.id, case.j, case.k, case.l,
-                                         (round(share * ceilings.fp32_gflops, 1),)))
+            share = figure / published["fp32_fma_gflops"]
+            speeds.append(ReferenceSpeed(name, *size, (round(share * ceilings.fp32_gflops, 1),)))
     source = f"{published['device']}, measured {published['measured']} ({REFERENCE_GPU_PATH})"
     return Calibration(ESTIMATED_RULE, str(device.get("uuid", "")), str(device.get("name", "")), "", "", 0.0,
                        tuple(speeds), source)
@@ -309,12 +339,14 @@ def ladder_rows(calibration: Calibration, ceilings, assignment: Assignment) -> l
     targets it sets."""
     rows = []
     for s in calibration.speeds:
-        target = speed_target(ceilings, s.j, s.k, s.l, s.gflops, assignment.speed)
+        part = next((p for p in assignment.parts if p.id == s.part), None)
+        target = calibration.target(ceilings, part, assignment.speed, s.j, s.k, s.l) if part else None
         rows.append({
             "part": s.part, "case": s.case, "gflops": s.gflops, "runs": len(s.runs), "spread": s.spread,
             "of_fp32": s.gflops / ceilings.fp32_gflops,
-            "of_dram": s.gflops / (target.intensity * ceilings.dram_gbps),
-            "full": target.full, "zero": target.zero,
+            "of_dram": s.gflops / (intensity(s.j, s.k, s.l) * ceilings.dram_gbps),
+            "full": target.full if target else None, "zero": target.zero if target else None,
+            "versus": target.versus if target else None,
         })
     return rows
 
@@ -332,11 +364,18 @@ def describe(calibration: Calibration, ceilings, assignment: Assignment) -> str:
                    f"{'full from':>11}{'none at':>9}"]
     for r in ladder_rows(calibration, ceilings, assignment):
         spread = f"{100 * r['spread']:.1f}%" if r["runs"] > 1 else "-"
+        full = f"{r['full']:>11,.0f}{r['zero']:>9,.0f}" if r["full"] is not None else f"{'-':>11}{'-':>9}"
+        versus = " *" if r["versus"] == CUBLAS else ""
         lines.append(f"{r['part']:<14}{r['case']:<18}{r['gflops']:>9,.0f}{100 * r['of_fp32']:>7.1f}%"
-                     f"{100 * r['of_dram']:>7.2f}%{spread:>8}{r['full']:>11,.0f}{r['zero']:>9,.0f}")
+                     f"{100 * r['of_dram']:>7.2f}%{spread:>8}{full}{versus}")
     lines.append(f"Targets: full speed points from {100 * rule.full_at:.0f} % of the reference, none at or below "
                  f"{100 * rule.zero_at:.0f} % (assignment.yaml, grading.speed); % DRAM is of the DRAM roof at "
                  "the size's intensity.")
+    for part in assignment.parts:
+        if part.versus_cublas is not None:
+            lines.append(f"* {part.id} is scored against cuBLAS SGEMM (FP32), timed here: full points from "
+                         f"{100 * part.versus_cublas.full_at:.0f} % of it, none at or below the reference of "
+                         f"{' or '.join(part.versus_cublas.zero_at_reference_of)} at the same size.")
     if calibration.rule == MEASURED_RULE:
         lines.append(f"Cache: {cache_file(calibration.device_uuid)}")
     return "\n".join(lines)

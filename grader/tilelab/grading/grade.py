@@ -50,7 +50,7 @@ from .launch_checks import check_launches, launch_rows
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from .runner import exit_codes, run_harness, verify, write_cases
 from .sanitizer import run_sanitizer
-from .scoring import IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time, speed_target
+from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time
 from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
@@ -237,7 +237,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         notes=notes,
         title=assignment.title,
         answers=answers,
-        calibration=basis.summary(assignment.speed) if basis else None,
+        calibration=basis.summary(assignment, ceilings) if basis else None,
         staff_notes=staff_notes,
     )
 
@@ -318,6 +318,7 @@ def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
         stages={name: Stage(name, "not_run") for name in STAGES},
         correctness_max=part.points["correctness"],
         speed_max=part.points["speed"],
+        extra_credit=part.extra_credit,
         hidden_total=len(part.cases["hidden"]) if "hidden" in sets else 0,
     )
     # Every graded case is listed from the start, as not run; the
@@ -625,14 +626,13 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         return
     fractions, speeds = [], []
     for v in verdict["cases"]:
-        reference = basis.speed_of(s.part.id, v["j"], v["k"], v["l"])
-        if reference is None:
+        target = basis.target(ceilings, s.part, assignment.speed, v["j"], v["k"], v["l"])
+        if target is None:
             s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", run.seconds)
             return
         t = v["timing"]
         choice = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
         achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
-        target = speed_target(ceilings, v["j"], v["k"], v["l"], reference.gflops, assignment.speed)
         fraction = target.fraction(achieved)
         flags = list(choice.flags)
         if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
@@ -644,20 +644,23 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
             case=f"{v['j']}x{v['k']}x{v['l']}", gflops=round(achieved, 1), time_ms=round(choice.ms, 4),
             event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
             ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
-            intensity=round(target.intensity, 2), reference_gflops=round(reference.gflops, 1), rule=basis.rule,
-            full_at=assignment.speed.full_at, target_gflops=round(target.full, 1),
-            zero_gflops=round(target.zero, 1), fraction=round(fraction, 4), flags=flags,
+            intensity=round(target.intensity, 2),
+            reference_gflops=round(target.reference, 1) if target.reference else None, rule=basis.rule,
+            full_at=s.part.versus_cublas.full_at if s.part.versus_cublas else assignment.speed.full_at,
+            target_gflops=round(target.full, 1), zero_gflops=round(target.zero, 1), fraction=round(fraction, 4),
+            flags=flags, versus=target.versus, cublas_gflops=round(target.cublas, 1) if target.cublas else None,
         ))
     # Several timing cases combine by geometric mean, so one slow size is felt.
     fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
-    best = speeds[0]
-    best.fraction = round(fraction, 4)
+    s.result.speeds = speeds
+    best = dataclasses.replace(speeds[0], fraction=round(fraction, 4))
     s.result.speed = best
     estimated = " (estimated: no reference solutions on this machine)" if basis.rule == ESTIMATED_RULE else ""
+    against = "cuBLAS SGEMM" if best.versus == CUBLAS else "the reference solution"
     s.set("speed", "passed",
           f"{best.gflops:.0f} GFLOP/s at {best.case}: {100 * fraction:.0f}% of the speed points "
-          f"(full credit from {best.target_gflops:.0f} GFLOP/s = {100 * best.full_at:.0f}% of the reference "
-          f"solution here{estimated})", "", run.seconds)
+          f"(full credit from {best.target_gflops:.0f} GFLOP/s = {100 * best.full_at:.0f}% of {against} "
+          f"here{estimated})", "", run.seconds)
 
 
 def _score(s: _Part) -> None:

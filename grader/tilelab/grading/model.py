@@ -84,13 +84,20 @@ class Speed:
     ceiling_value: float  # the GPU's measured FP32 FMA rate, GFLOP/s
     bound_gflops: float  # roofline bound at this case's intensity
     intensity: float  # FLOP per byte of compulsory DRAM traffic
-    reference_gflops: float  # the part's reference solution at this size on this GPU
+    reference_gflops: Optional[float]  # the part's reference solution at this size on this GPU (None: not timed)
     rule: str  # MEASURED_RULE or ESTIMATED_RULE
-    full_at: float  # full credit from this fraction of the reference
-    target_gflops: float  # = full_at x reference_gflops
+    full_at: float  # full credit from this fraction of the reference (of cuBLAS when versus is "cublas")
+    target_gflops: float  # = full_at x reference_gflops (or x cublas_gflops)
     zero_gflops: float  # no credit at or below this
-    fraction: float  # of the speed points earned, 0..1
+    fraction: float  # of the speed points earned, 0..1 (the headline Speed: all sizes combined)
     flags: list = field(default_factory=list)  # integrity notes (e.g. wall clock used instead of events)
+    versus: str = "reference"  # what full_at is a fraction of: "reference" or "cublas"
+    cublas_gflops: Optional[float] = None  # cuBLAS SGEMM (FP32) at this size on this GPU, when versus is "cublas"
+
+    @property
+    def of_cublas(self) -> Optional[float]:
+        """The share of cuBLAS reached, when cuBLAS was timed."""
+        return self.gflops / self.cublas_gflops if self.cublas_gflops else None
 
 
 @dataclass
@@ -104,7 +111,9 @@ class PartResult:
     correctness_max: float = 0.0
     speed_score: float = 0.0
     speed_max: float = 0.0
-    speed: Optional[Speed] = None
+    speed: Optional[Speed] = None  # the first timed size, with the fraction of all sizes combined
+    speeds: list = field(default_factory=list)  # of Speed: every timed size, each with its own fraction
+    extra_credit: bool = False  # its points come on top of the total (max_score still shows what it is worth)
     launches: list = field(default_factory=list)  # CUPTI records of one correctness call, for the report
     hidden_total: int = 0  # hidden cases graded (their names stay hidden in student views)
     withheld_by: list = field(default_factory=list)  # stages whose failure took the correctness points
@@ -149,7 +158,9 @@ class GradeResult:
 
     @property
     def max_score(self) -> float:
-        return sum(p.max_score for p in self.parts) + (self.answers.max_score if self.answers else 0.0)
+        """The total: an extra-credit part's points are not in it, though it can earn them."""
+        return (sum(p.max_score for p in self.parts if not p.extra_credit)
+                + (self.answers.max_score if self.answers else 0.0))
 
     def to_dict(self) -> dict:
         d = asdict(self)

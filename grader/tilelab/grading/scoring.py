@@ -12,7 +12,9 @@ event) or the host's wall clock up to a device-wide synchronize (work hidden
 on another stream). The achieved GFLOP/s is compared with the part's
 reference solution timed the same way on the same GPU (calibration.py):
 full credit from full_at x the reference's GFLOP/s, none at or below
-zero_at x it, linear in between (assignment.yaml: grading.speed). The
+zero_at x it, linear in between (assignment.yaml: grading.speed). A part
+that goes beyond the textbook (versus_cublas) is compared with cuBLAS
+SGEMM timed the same way instead, from the tiled kernel's reference up. The
 roofline bound of the timed case, min(FP32 rate, intensity x DRAM
 bandwidth), where intensity counts each matrix crossing DRAM once, is shown
 beside it: it says how far every kernel, the reference too, is from what the
@@ -22,6 +24,7 @@ hardware allows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..spec.matmul import intensity
 
@@ -39,14 +42,21 @@ def case_points(total: float, n_cases: int) -> float:
     return total / n_cases if n_cases else 0.0
 
 
+# What the grader times besides the references: cuBLAS SGEMM in FP32, the
+# yardstick of a part that goes beyond the textbook (versus_cublas).
+CUBLAS = "cublas"
+
+
 @dataclass(frozen=True)
 class SpeedTarget:
     """What one timed size is scored against, in GFLOP/s."""
     intensity: float  # FLOP per compulsory DRAM byte
     bound: float  # the roofline at that intensity (shown, not scored against)
-    reference: float  # the part's reference solution at this size on this GPU
-    full: float  # full speed points from here (full_at x reference)
-    zero: float  # no speed points at or below this (zero_at x reference)
+    reference: Optional[float]  # the part's reference solution at this size on this GPU, if timed
+    full: float  # full speed points from here
+    zero: float  # no speed points at or below this
+    versus: str = "reference"  # what `full` is a fraction of: "reference" or CUBLAS
+    cublas: Optional[float] = None  # cuBLAS SGEMM at this size on this GPU, for a part scored against it
 
     def fraction(self, achieved: float) -> float:
         """The share of the speed points `achieved` GFLOP/s earns: 0 at or
@@ -58,15 +68,50 @@ class SpeedTarget:
         return (achieved - self.zero) / (self.full - self.zero)
 
 
-def speed_target(ceilings, j: int, k: int, l: int, reference_gflops: float, rule) -> SpeedTarget:
+def reference_target(ceilings, j: int, k: int, l: int, reference_gflops: float, rule) -> SpeedTarget:
     """The targets of a j x k x l multiplication whose reference solution
     reaches `reference_gflops` on a GPU with these ceilings (anything with a
-    roofline `bound(intensity)`), under `rule` (assignment.SpeedRule)."""
+    roofline `bound(intensity)`), under `rule` (assignment.SpeedRule): full
+    points from rule.full_at x the reference, none at or below rule.zero_at x it."""
     if not reference_gflops > 0:
         raise ValueError(f"a reference speed must be positive, not {reference_gflops!r}")
     ai = intensity(j, k, l)
     return SpeedTarget(ai, ceilings.bound(ai), reference_gflops, rule.full_at * reference_gflops,
                        rule.zero_at * reference_gflops)
+
+
+def cublas_target(ceilings, j: int, k: int, l: int, cublas_gflops: float, floor_gflops: float, full_at: float,
+                  reference_gflops: Optional[float] = None) -> SpeedTarget:
+    """The targets of a part that goes beyond the textbook: full points from
+    full_at x cuBLAS SGEMM at this size, none at or below `floor_gflops`, the
+    textbook tiled kernel's reference at this size: what the chapter already
+    gives earns nothing. (`reference_gflops`, the part's own reference, is
+    shown beside them.)"""
+    if not cublas_gflops > 0 or not floor_gflops > 0:
+        raise ValueError(f"cuBLAS and floor speeds must be positive, not {cublas_gflops!r}, {floor_gflops!r}")
+    ai = intensity(j, k, l)
+    full = full_at * cublas_gflops
+    # A GPU where the textbook kernel comes near cuBLAS still leaves a ramp.
+    zero = min(floor_gflops, 0.5 * full)
+    return SpeedTarget(ai, ceilings.bound(ai), reference_gflops, full, zero, CUBLAS, cublas_gflops)
+
+
+def speed_target(ceilings, part, rule, gflops_of, j: int, k: int, l: int) -> Optional[SpeedTarget]:
+    """The targets of `part` (assignment.Part) timed at j x k x l: against
+    its own reference (reference_target), or against cuBLAS for a part with
+    versus_cublas (cublas_target, the floor being the first reference of its
+    zero_at_reference_of timed at this size). `gflops_of(name, j, k, l)`
+    gives what the grader timed at that size on this GPU, a part's reference
+    (by part id) or cuBLAS (CUBLAS); None without the figures needed."""
+    reference = gflops_of(part.id, j, k, l)
+    if part.versus_cublas is None:
+        return reference_target(ceilings, j, k, l, reference, rule) if reference and reference > 0 else None
+    cublas = gflops_of(CUBLAS, j, k, l)
+    floor = next((g for g in (gflops_of(p, j, k, l) for p in part.versus_cublas.zero_at_reference_of)
+                  if g and g > 0), None)
+    if not cublas or not cublas > 0 or floor is None:
+        return None
+    return cublas_target(ceilings, j, k, l, cublas, floor, part.versus_cublas.full_at, reference)
 
 
 @dataclass

@@ -33,6 +33,10 @@ VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 STAGE_TIME_LIMITS = ("build", "correctness", "sanitizer", "speed")
 MAX_DIMENSION = 1 << 20
 QUESTION_KINDS = ("number", "choice", "text")
+# A part's starter: a TODO stub that fails loudly until written, or a
+# correct, slow kernel to improve (the challenge part).
+STARTER_KINDS = ("todo", "working")
+LEADERBOARD_NAMES = ("name", "alias")
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -77,6 +81,14 @@ class Part:
     points: dict
     cases: dict  # set name -> tuple of Case
     shared_memory: str  # one of SHARED_MEMORY_POLICIES
+    versus_cublas: Optional["CublasRule"] = None  # scored against cuBLAS, not against its own reference
+    starter: str = "todo"  # one of STARTER_KINDS
+    extra_credit: bool = False  # its points are earned on top of the total, not part of it
+
+    @property
+    def counted_max(self) -> float:
+        """What the part adds to the assignment's total: nothing when it is extra credit."""
+        return 0.0 if self.extra_credit else self.points["correctness"] + self.points["speed"]
 
     @property
     def declaration(self) -> str:
@@ -107,11 +119,22 @@ class SpeedRule:
 
 
 @dataclass(frozen=True)
+class CublasRule:
+    """The speed rule of a part that goes beyond the textbook: full speed
+    points from full_at x cuBLAS SGEMM (FP32) timed by the grader at the same
+    size on the same GPU, none at or below the reference of the first part
+    in zero_at_reference_of timed at that size (the textbook tiled kernel)."""
+
+    full_at: float
+    zero_at_reference_of: tuple  # part ids, tried in order for each timing size
+
+
+@dataclass(frozen=True)
 class Assignment:
     path: Path
     name: str
     title: str
-    grading: dict  # time_limits, visibility
+    grading: dict  # time_limits, visibility, leaderboard_names
     timing: dict
     parts: tuple
     speed: SpeedRule
@@ -123,6 +146,11 @@ class Assignment:
             if q.id == question_id:
                 return q
         raise AssignmentError(f"no question named {question_id!r}")
+
+    @property
+    def uses_cublas(self) -> bool:
+        """Whether some part's speed is scored against cuBLAS (the grader then times it)."""
+        return any(p.versus_cublas for p in self.parts)
 
     def part(self, part_id: str) -> Part:
         for p in self.parts:
@@ -230,9 +258,11 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
         raw,
         where,
         required=("id", "title", "file", "launcher", "signature", "teaches", "points", "cases", "launch"),
-        optional=("tolerance",),
+        optional=("tolerance", "versus_cublas", "starter"),
     )
     part_id = _string(raw["id"], f"{where}.id", _ID_RE, "lower-case letters, digits and '_'")
+    if part_id == "cublas":
+        _fail(f"{where}.id", "'cublas' names the grader's cuBLAS baseline; give the part another id")
     file = _string(raw["file"], f"{where}.file", _FILE_RE, "a file name ending in .cu")
     launcher = _string(raw["launcher"], f"{where}.launcher", _IDENTIFIER_RE, "a C++ identifier")
     signature = raw["signature"]
@@ -246,8 +276,25 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
         tolerance.get("sqrt_k_factor"), f"{where}.tolerance.sqrt_k_factor", 0.0, 1e6
     )
 
-    points = _mapping(raw["points"], f"{where}.points", required=("correctness", "speed"))
-    points = {key: _number(points[key], f"{where}.points.{key}", 0, 1000) for key in ("correctness", "speed")}
+    raw_points = _mapping(raw["points"], f"{where}.points", required=("correctness", "speed"),
+                          optional=("extra_credit",))
+    points = {key: _number(raw_points[key], f"{where}.points.{key}", 0, 1000) for key in ("correctness", "speed")}
+    extra_credit = raw_points.get("extra_credit", False)
+    if not isinstance(extra_credit, bool):
+        _fail(f"{where}.points.extra_credit", f"must be true or false, got {extra_credit!r}")
+    versus_cublas = None
+    if "versus_cublas" in raw:
+        if signature == "square":
+            _fail(f"{where}.versus_cublas", "needs a rectangular launcher (cuBLAS is timed at j x k x l)")
+        rule = _mapping(raw["versus_cublas"], f"{where}.versus_cublas", required=("full_at", "zero_at_reference_of"))
+        floor = rule["zero_at_reference_of"]
+        if not isinstance(floor, list) or not floor or not all(isinstance(f, str) for f in floor):
+            _fail(f"{where}.versus_cublas.zero_at_reference_of", "must be a non-empty list of part ids")
+        versus_cublas = CublasRule(_number(rule["full_at"], f"{where}.versus_cublas.full_at", 0.05, 2.0),
+                                   tuple(floor))
+    starter = raw.get("starter", "todo")
+    if starter not in STARTER_KINDS:
+        _fail(f"{where}.starter", f"must be one of {', '.join(STARTER_KINDS)}, got {starter!r}")
 
     raw_cases = _mapping(raw["cases"], f"{where}.cases", required=CASE_SETS)
     cases = {}
@@ -286,7 +333,29 @@ def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
         points=points,
         cases=cases,
         shared_memory=launch["shared_memory"],
+        versus_cublas=versus_cublas,
+        starter=starter,
+        extra_credit=extra_credit,
     )
+
+
+def _check_cublas_floors(parts: tuple) -> None:
+    """Every timing size of a part scored against cuBLAS needs a part in its
+    zero_at_reference_of timed at that same size: that reference sets its floor."""
+    for i, p in enumerate(parts):
+        if p.versus_cublas is None:
+            continue
+        where = f"parts[{i}].versus_cublas.zero_at_reference_of"
+        by_id = {q.id: q for q in parts}
+        for part_id in p.versus_cublas.zero_at_reference_of:
+            if part_id not in by_id or part_id == p.id:
+                _fail(where, f"{part_id!r} is not another part (parts: {', '.join(by_id)})")
+        for case in p.cases["timing"]:
+            size = (case.j, case.k, case.l)
+            if not any(size in [(c.j, c.k, c.l) for c in by_id[f].cases["timing"]]
+                       for f in p.versus_cublas.zero_at_reference_of):
+                _fail(where, f"none of these parts is timed at {case.j}x{case.k}x{case.l}, the size of "
+                             f"{p.id}'s timing case {case.name}")
 
 
 _QUESTION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -343,7 +412,7 @@ def _parse_questions(raw: Any, code: Any) -> tuple:
 
 
 def _parse_grading(raw: Any) -> dict:
-    raw = _mapping(raw, "grading", required=("time_limits", "visibility", "speed"))
+    raw = _mapping(raw, "grading", required=("time_limits", "visibility", "speed"), optional=("leaderboard",))
     limits = _mapping(raw["time_limits"], "grading.time_limits", required=STAGE_TIME_LIMITS)
     visibility = dict(_mapping(raw["visibility"], "grading.visibility", required=GRADED_SETS,
                                optional=("questions",)))
@@ -353,9 +422,14 @@ def _parse_grading(raw: Any) -> dict:
     for key, value in visibility.items():
         if value not in VISIBILITIES:
             _fail(f"grading.visibility.{key}", f"must be one of {', '.join(VISIBILITIES)}, got {value!r}")
+    leaderboard = _mapping(raw.get("leaderboard", {}), "grading.leaderboard", optional=("names",))
+    names = leaderboard.get("names", "alias")
+    if names not in LEADERBOARD_NAMES:
+        _fail("grading.leaderboard.names", f"must be one of {', '.join(LEADERBOARD_NAMES)}, got {names!r}")
     return {
         "time_limits": {k: _number(limits[k], f"grading.time_limits.{k}", 1, 3600) for k in STAGE_TIME_LIMITS},
         "visibility": dict(visibility),
+        "leaderboard_names": names,
     }
 
 
@@ -399,6 +473,7 @@ def parse_assignment(doc: Any, path: Path) -> Assignment:
         for v in values:
             if values.count(v) > 1:
                 _fail("parts", f"two parts share the {attr} {v!r}")
+    _check_cublas_floors(parts)
     questions, question_code = _parse_questions(doc.get("questions"), doc.get("question_code"))
     return Assignment(
         path=path,

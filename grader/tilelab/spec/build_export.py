@@ -28,6 +28,10 @@ def cmake_text(assignment: Assignment) -> str:
         lines.append(f'set(TILELAB_PART_{p.id}_FILE "{p.file}")')
         lines.append(f"set(TILELAB_PART_{p.id}_LAUNCHER {p.launcher})")
         lines.append(f"set(TILELAB_PART_{p.id}_SIGNATURE {p.signature})")
+        # What the starter's test expects: a TODO stub stops with not_implemented; a working starter passes.
+        lines.append(f"set(TILELAB_PART_{p.id}_STARTER_EXPECT {'pass' if p.starter == 'working' else 'not_implemented'})")
+    # A part scored against cuBLAS: the grader times cuBLAS SGEMM behind the same harness.
+    lines.append(f"set(TILELAB_CUBLAS_BASELINE {'ON' if assignment.uses_cublas else 'OFF'})")
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import math
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -31,7 +32,7 @@ def _positive_number(value, where: str) -> float:
 
 def load_reference_gpu(root: Path) -> dict:
     """{"device", "measured", "fp32_fma_gflops", "dram_gbps",
-        "reference": {part id: {"size": (j, k, l), "gflops"}}}."""
+        "reference": {part id or "cublas": [{"size": (j, k, l), "gflops"}, ...]}}."""
     path = Path(root) / REFERENCE_GPU_PATH
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -51,15 +52,20 @@ def load_reference_gpu(root: Path) -> dict:
     if not isinstance(doc["reference"], dict):
         raise ReferenceGpuError(f"{path}: reference must map part ids to {{size, gflops}}")
     reference = {}
-    for part_id, entry in doc["reference"].items():
+    for part_id, entries in doc["reference"].items():
         where = f"{path}: reference.{part_id}"
-        if not isinstance(entry, dict) or set(entry) != {"size", "gflops"}:
-            raise ReferenceGpuError(f"{where}: must be {{size: [j, k, l], gflops: number}}")
-        size = entry["size"]
-        if not (isinstance(size, list) and len(size) == 3
-                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in size)):
-            raise ReferenceGpuError(f"{where}.size: must be [j, k, l], got {size!r}")
-        reference[str(part_id)] = {"size": tuple(size), "gflops": _positive_number(entry["gflops"], f"{where}.gflops")}
+        # One size, or a list of them (a part timed at several sizes).
+        figures = []
+        for i, entry in enumerate(entries if isinstance(entries, list) else [entries]):
+            at = f"{where}[{i}]" if isinstance(entries, list) else where
+            if not isinstance(entry, dict) or set(entry) != {"size", "gflops"}:
+                raise ReferenceGpuError(f"{at}: must be {{size: [j, k, l], gflops: number}}")
+            size = entry["size"]
+            if not (isinstance(size, list) and len(size) == 3
+                    and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in size)):
+                raise ReferenceGpuError(f"{at}.size: must be [j, k, l], got {size!r}")
+            figures.append({"size": tuple(size), "gflops": _positive_number(entry["gflops"], f"{at}.gflops")})
+        reference[str(part_id)] = figures
     return {
         "device": str(doc["device"]),
         "measured": str(measured),
@@ -67,3 +73,9 @@ def load_reference_gpu(root: Path) -> dict:
         "dram_gbps": _positive_number(doc["dram_gbps"], f"{path}: dram_gbps"),
         "reference": reference,
     }
+
+
+def published_gflops(published: dict, name: str, size: tuple) -> Optional[float]:
+    """The published GFLOP/s of a reference (or of "cublas") at exactly this
+    size, or None: a figure taken at another size says nothing about this one."""
+    return next((f["gflops"] for f in published["reference"].get(name, []) if f["size"] == tuple(size)), None)
