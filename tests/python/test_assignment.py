@@ -22,7 +22,12 @@ def error(doc) -> str:
 
 def test_the_real_assignment_loads(root):
     a = load_assignment(root / "assignment.yaml")
-    assert [p.id for p in a.parts] == ["naive", "tiled", "boundary", "rectangular", "dynamic_smem"]
+    assert [p.id for p in a.parts] == ["naive", "tiled", "boundary", "rectangular", "dynamic_smem", "challenge"]
+    challenge = a.part("challenge")
+    assert challenge.versus_cublas.zero_at_reference_of == ("tiled", "rectangular") and a.uses_cublas
+    assert challenge.starter == "working" and challenge.extra_credit and challenge.counted_max == 0
+    assert a.part("tiled").counted_max == 25 and not a.part("tiled").extra_credit
+    assert a.grading["leaderboard_names"] in ("name", "alias")
     tiled = a.part("tiled")
     assert tiled.declaration == "void launchTiled(const float* M, const float* N, float* P, int Width)"
     assert a.part("dynamic_smem").declaration.endswith("int j, int k, int l, const cudaDeviceProp& prop)")
@@ -76,6 +81,17 @@ def test_case_shorthands_and_names(doc):
         (lambda d: d.update(extra=1), "unknown key 'extra'"),
         (lambda d: d["parts"][0]["cases"]["public"].append({"width": 3, "inputs": "normal"}),
          "parts[0].cases.public[11].inputs: must be one of uniform, small_int"),
+        (lambda d: d["parts"][5]["points"].update(extra_credit="yes"), "parts[5].points.extra_credit: must be true"),
+        (lambda d: d["parts"][5].update(starter="empty"), "parts[5].starter: must be one of todo, working"),
+        (lambda d: d["parts"][5]["versus_cublas"].update(zero_at_reference_of=["nope"]),
+         "parts[5].versus_cublas.zero_at_reference_of: 'nope' is not another part"),
+        (lambda d: d["parts"][5]["versus_cublas"].update(zero_at_reference_of=["naive"]),
+         "none of these parts is timed at 2048x4096x8192"),
+        (lambda d: d["parts"][5]["versus_cublas"].pop("full_at"), "parts[5].versus_cublas: missing required key"),
+        (lambda d: d["parts"][0].update(versus_cublas={"full_at": 0.8, "zero_at_reference_of": ["tiled"]}),
+         "parts[0].versus_cublas: needs a rectangular launcher"),
+        (lambda d: d["parts"][5].update(id="cublas"), "'cublas' names the grader's cuBLAS baseline"),
+        (lambda d: d["grading"].update(leaderboard={"names": "nick"}), "grading.leaderboard.names: must be one of"),
     ],
 )
 def test_mistakes_are_reported_where_they_are(doc, mutate, message):

@@ -8,8 +8,13 @@ def test_export_writes_cmake_and_json(root, tmp_path):
     rc = build_export.main([str(root / "assignment.yaml"), "--cmake", str(cmake), "--json", str(js)])
     assert rc == 0
     text = cmake.read_text()
-    assert "set(TILELAB_PARTS naive tiled boundary rectangular dynamic_smem)" in text
+    assert "set(TILELAB_PARTS naive tiled boundary rectangular dynamic_smem challenge)" in text
     assert "set(TILELAB_PART_dynamic_smem_SIGNATURE rectangular_props)" in text
+    # The challenge's starter is a working kernel; the others stop at a TODO.
+    assert "set(TILELAB_PART_challenge_STARTER_EXPECT pass)" in text
+    assert "set(TILELAB_PART_tiled_STARTER_EXPECT not_implemented)" in text
+    # A part scored against cuBLAS makes the build add the cuBLAS baseline.
+    assert "set(TILELAB_CUBLAS_BASELINE ON)" in text
     doc = json.loads(js.read_text())
     tiled = [p for p in doc["parts"] if p["id"] == "tiled"][0]
     assert tiled["cases"]["public"][0] == {"name": "w32", "j": 32, "k": 32, "l": 32, "distribution": "uniform"}

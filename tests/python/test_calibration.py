@@ -145,8 +145,8 @@ def _fake_build(tmp_path: Path, assignment) -> Path:
     """A build tree's reference executables as files (the fingerprint reads their bytes; nothing runs them)."""
     build = tmp_path / "build"
     (build / calibration.REFERENCE_DIR).mkdir(parents=True)
-    for p in assignment.parts:
-        (build / calibration.REFERENCE_DIR / p.id).write_bytes(f"reference {p.id} v1".encode())
+    for name in [p.id for p in assignment.parts] + ["cublas"]:
+        (build / calibration.REFERENCE_DIR / name).write_bytes(f"reference {name} v1".encode())
     return build
 
 
@@ -165,6 +165,11 @@ def test_the_fingerprint_changes_with_a_reference_the_assignment_or_the_driver(t
     doc = yaml.safe_load((ROOT / "assignment.yaml").read_text())
     doc["timing"]["repetitions"] += 1
     assert calibration.fingerprint(build, parse_assignment(doc, ROOT / "assignment.yaml"), H100_DEVICE) != second
+    # cuBLAS behind the harness is timed too (the challenge is scored against it): a new build of it counts.
+    (build / calibration.REFERENCE_DIR / "cublas").write_bytes(b"reference cublas v2")
+    assert calibration.fingerprint(build, assignment, H100_DEVICE) != second
+    (build / calibration.REFERENCE_DIR / "cublas").unlink()
+    assert not calibration.has_references(build, assignment)
     (build / calibration.REFERENCE_DIR / "naive").unlink()
     assert not calibration.has_references(build, assignment)
     with pytest.raises(CalibrationError, match="reference of naive"):
@@ -203,12 +208,16 @@ def test_without_references_check_estimates_from_the_grading_gpus_published_shar
     estimate = calibration.estimate(assignment, a6000, {"name": "RTX A6000", "uuid": "GPU-a6"}, published)
     assert estimate.rule == ESTIMATED_RULE and "reference-gpu.yaml" in estimate.source
     tiled = estimate.speed_of("tiled", 4096, 4096, 4096)
-    share = published["reference"]["tiled"]["gflops"] / published["fp32_fma_gflops"]
+    (figure,) = published["reference"]["tiled"]
+    share = figure["gflops"] / published["fp32_fma_gflops"]
     assert tiled.gflops == pytest.approx(share * A6000_LADDER["fp32"], abs=0.1)
-    assert {s.part for s in estimate.speeds} == {p.id for p in assignment.parts}
+    assert {s.part for s in estimate.speeds} == {p.id for p in assignment.parts} | {"cublas"}
+    # cuBLAS and the challenge at both of its timing sizes, so its targets can be estimated too.
+    for size in ((4096, 4096, 4096), (2048, 4096, 8192)):
+        assert estimate.target(a6000, assignment.part("challenge"), assignment.speed, *size) is not None
     # A figure measured at another size than the part's timing size is not used.
     moved = {**published, "reference": {**published["reference"],
-                                        "tiled": {"size": (2048, 2048, 2048), "gflops": 9000.0}}}
+                                        "tiled": [{"size": (2048, 2048, 2048), "gflops": 9000.0}]}}
     assert calibration.estimate(assignment, a6000, {}, moved).speed_of("tiled", 4096, 4096, 4096) is None
 
 
@@ -238,3 +247,36 @@ def test_the_speed_rule_is_checked_with_clear_errors(edit, message):
     edit(doc)
     with pytest.raises(AssignmentError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_assignment(doc, ROOT / "assignment.yaml")
+
+
+# --- the challenge part: scored against cuBLAS -------------------------------------------------
+
+# H100 80GB HBM3, 2026-11-22 (docs/measurements.md, "Challenge part"): cuBLAS SGEMM (FP32)
+# and the ladder's rungs at 4096^3; the tiled reference from the calibration of the same day.
+H100_CHALLENGE = {"cublas": 51661.0, "tiled": 9256.0, "reference": 47670.0, "warp_tiling": 36843.0,
+                  "register_tiling": 16222.0}
+
+
+def test_the_challenge_earns_from_the_tiled_reference_up_to_a_share_of_cublas(assignment):
+    part, f = assignment.part("challenge"), H100_CHALLENGE
+    figures = {("cublas", 4096): f["cublas"], ("tiled", 4096): f["tiled"], ("challenge", 4096): f["reference"]}
+    target = calibration.speed_target(_ceilings(H100_LADDER), part, assignment.speed,
+                                      lambda name, j, k, l: figures.get((name, j)), 4096, 4096, 4096)
+    assert target.versus == "cublas" and target.cublas == f["cublas"] and target.reference == f["reference"]
+    assert target.full == pytest.approx(0.8 * 51661.0) and target.zero == 9256.0
+    assert target.fraction(f["reference"]) == 1.0  # 92 % of cuBLAS
+    assert target.fraction(f["tiled"]) == 0.0  # the textbook kernel earns nothing here
+    assert target.fraction(f["warp_tiling"]) == pytest.approx((36843 - 9256) / (41328.8 - 9256))  # 0.86
+    assert 0 < target.fraction(f["register_tiling"]) < 0.25
+    # Without cuBLAS or the floor at this size there is no target, never a made-up one.
+    assert calibration.speed_target(_ceilings(H100_LADDER), part, assignment.speed,
+                                    lambda name, j, k, l: figures.get((name, j)), 2048, 4096, 8192) is None
+
+
+def test_the_floor_of_the_non_square_size_is_the_rectangular_reference(assignment):
+    part = assignment.part("challenge")
+    # 2048 x 4096 x 8192: rectangular reference 9,076, cuBLAS 51,929 (docs/measurements.md).
+    figures = {"cublas": 51929.0, "rectangular": 9076.0}
+    target = calibration.speed_target(_ceilings(H100_LADDER), part, assignment.speed,
+                                      lambda name, j, k, l: figures.get(name), 2048, 4096, 8192)
+    assert target.zero == 9076.0 and target.full == pytest.approx(0.8 * 51929.0) and target.reference is None
