@@ -7,8 +7,11 @@ and the autograder agree with each other before anything is handed out.
   autograder-bundle  the autograder zip has its entry points and key, and no
                      solution source
   solutions          (GPU) the reference solutions and the key get full marks
-                     on every graded item
-  starter-scores-0   (GPU) the untouched starter gets zero on every graded item
+                     on every graded item, extra credit included
+  starter-untouched  (GPU) the untouched starter gets zero on every part it
+                     leaves as a TODO; a working starter (the challenge)
+                     passes correctness and earns at most a quarter of its
+                     speed points
   <prev>-as-<next>   (GPU) each part's reference kernel, handed in as the
                      next part of the same signature, stays below full speed
                      credit: the targets tell the technique a part teaches
@@ -101,28 +104,62 @@ def _autograder_gate(root: Path, work: Path) -> Gate:
                                                "key and hidden cases in, no solution source")
 
 
+# A working starter is a place to start from: it may earn this much of its speed points, no more.
+WORKING_STARTER_SPEED_LIMIT = 0.25
+
+
+def _scores(result) -> list:
+    """(item, score, max) for each part and each automatically graded question."""
+    items = [(f"{p.id}", p.score, p.max_score) for p in result.parts]
+    if result.answers is not None:
+        items += [(f"question {q.id}", q.score, q.max_score) for q in result.answers.questions if q.max_score > 0]
+    return items
+
+
+def _starter_problems(result, assignment) -> list:
+    """What the untouched starter earned that it must not."""
+    problems = []
+    for part in result.parts:
+        if assignment.part(part.id).starter == "working":
+            if part.correctness_score < part.correctness_max - 1e-9 or part.failed_stage:
+                problems.append(f"{part.id} (a working starter) did not pass: "
+                                f"{part.failed_stage or 'correctness'} {part.correctness_score:g}/{part.correctness_max:g}")
+            elif part.speed_max > 0 and part.speed_score > WORKING_STARTER_SPEED_LIMIT * part.speed_max:
+                problems.append(f"{part.id} (a working starter) earned {part.speed_score:g}/{part.speed_max:g} "
+                                "speed points")
+        elif part.score > 0:
+            problems.append(f"{part.id} {part.score:g}")
+    if result.answers is not None:
+        problems += [f"question {q.id} {q.score:g}" for q in result.answers.questions if q.score > 0]
+    return problems
+
+
 def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
     from ..grading.grade import NO_GPU, GradeOptions, grade
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
-    for name, submission, want_full in (("solutions", root / "solutions", True),
-                                        ("starter-scores-0", root / "starter", False)):
+    for name, submission in (("solutions", root / "solutions"), ("starter-untouched", root / "starter")):
         progress(f"grading {submission.name}/")
         result = grade(submission, GradeOptions(root=root, build_dir=build_dir, out_dir=work / name, mode="grade"))
         if result.gpu is None:
             gates.append(Gate(name, "not_run", NO_GPU))
             continue
-        tests = results_json(result, assignment)["tests"]
-        graded = [t for t in tests if t["max_score"] > 0]
-        if want_full:
-            short = [f"{t['name']} {t['score']:g}/{t['max_score']:g}" for t in graded if t["score"] < t["max_score"]]
+        # results.json must be writable from it, whatever the gate decides.
+        results_json(result, assignment)
+        items = _scores(result)
+        if name == "solutions":
+            short = [f"{item} {score:g}/{top:g}" for item, score, top in items if score < top - 1e-9]
             ok = not short
-            detail = f"{len(graded)} graded items, all full marks" if ok else "not full: " + "; ".join(short)
+            detail = f"{len(items)} graded items, all full marks" if ok else "not full: " + "; ".join(short)
         else:
-            scored = [f"{t['name']} {t['score']:g}" for t in graded if t["score"] > 0]
-            ok = not scored
-            detail = f"{len(graded)} graded items, all zero" if ok else "scored: " + "; ".join(scored)
+            problems = _starter_problems(result, assignment)
+            ok = not problems
+            working = [p for p in result.parts if assignment.part(p.id).starter == "working"]
+            detail = (f"{len(items)} graded items: zero on every TODO part and question"
+                      + "".join(f"; {p.id} (working starter) passes, {p.speed_score:g}/{p.speed_max:g} speed points"
+                                + (f" at {p.speed.gflops:,.0f} GFLOP/s" if p.speed else "") for p in working)
+                      if ok else "scored: " + "; ".join(problems))
         gates.append(Gate(name, "passed" if ok else "failed", detail))
     return gates
 
@@ -134,8 +171,10 @@ def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Call
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
-    for before, part in zip(assignment.parts, assignment.parts[1:]):
-        if before.signature != part.signature:
+    for i, part in enumerate(assignment.parts):
+        # The nearest earlier part with the same launcher signature.
+        before = next((b for b in reversed(assignment.parts[:i]) if b.signature == part.signature), None)
+        if before is None:
             continue
         name = f"{before.id}-as-{part.id}"
         progress(f"grading {before.file} handed in as {part.file}")
@@ -154,8 +193,11 @@ def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Call
             stage = graded.failed_stage or "speed"
             gates.append(Gate(name, "passed", f"not timed ({graded.stages[stage].summary}): no speed credit"))
             continue
-        detail = (f"{speed.gflops:,.0f} GFLOP/s = {100 * speed.gflops / speed.reference_gflops:.0f}% of "
-                  f"{part.id}'s reference: {100 * speed.fraction:.0f}% of the speed points")
+        if speed.of_cublas is not None:
+            versus = f"{100 * speed.of_cublas:.0f}% of cuBLAS"
+        else:
+            versus = f"{100 * speed.gflops / speed.reference_gflops:.0f}% of {part.id}'s reference"
+        detail = f"{speed.gflops:,.0f} GFLOP/s = {versus}: {100 * speed.fraction:.0f}% of the speed points"
         gates.append(Gate(name, "passed" if speed.fraction < 1 else "failed",
                           detail if speed.fraction < 1 else "full speed credit: " + detail))
     return gates
