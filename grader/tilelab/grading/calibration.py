@@ -195,7 +195,7 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
         raise CalibrationError(f"there is no reference build of {name} ({binary})")
     runs = assignment.speed.runs
     entries = [(f"{case.name}-run{r + 1}", case) for case in part.cases["timing"] for r in range(runs)]
-    case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing)
+    case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing, harness_id=name)
     run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox)
     if run.timed_out or run.exit_code != 0:
         why = "took too long" if run.timed_out else f"ended with exit status {run.exit_code} (signal {run.signal})"

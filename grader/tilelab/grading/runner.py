@@ -59,11 +59,15 @@ def write_cases(
     seed: int,
     timing: Optional[dict] = None,
     record_launches: bool = True,
+    harness_id: Optional[str] = None,
 ) -> Path:
-    """Writes a case file for `entries`, a list of (name in the file, Case)."""
+    """Writes a case file for `entries`, a list of (name in the file, Case).
+    The harness refuses a case file for another part than its own; one that
+    runs the part's cases under another name (the cuBLAS baseline) is named
+    by `harness_id`."""
     workdir.mkdir(parents=True, exist_ok=True)
     cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing) for i, (name, case) in enumerate(entries)]
-    doc = {"version": 1, "part": part.id, "result": str(workdir / "result.json"),
+    doc = {"version": 1, "part": harness_id or part.id, "result": str(workdir / "result.json"),
            "record_launches": record_launches, "cases": cases}
     path = workdir / "cases.json"
     path.write_text(json.dumps(doc, indent=2))
