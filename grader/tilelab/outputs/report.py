@@ -721,6 +721,65 @@ def _plottable_parts(result: GradeResult) -> list:
             if p.speed is not None and _positive(p.speed.intensity) and _positive(p.speed.gflops)]
 
 
+def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, device: str):
+    """(figure, axes): a log-log roofline of a GPU with these ceilings (FP32
+    GFLOP/s, DRAM GB/s) over x_range (FLOP/byte) and y_range (GFLOP/s), its
+    two roofs and the ridge drawn and labelled. Every roofline plot of the
+    project starts here (the report's, the leaderboard's)."""
+    # Figure and the Agg canvas directly, not pyplot: pyplot keeps global
+    # state (current figure, backend) that a program importing us may own.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    (x_low, x_high), (y_low, y_high) = x_range, y_range
+    ridge = fp32 / dram
+    figure = Figure(figsize=(10, 5), dpi=120)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.plot([x_low, ridge], [dram * x_low, fp32], color="#1f4e79", linewidth=2,
+              label=f"DRAM roof: {fmt_gflops(dram)} GB/s × intensity")
+    axes.plot([ridge, x_high], [fp32, fp32], color="#7a1f1f", linewidth=2,
+              label=f"FP32 ceiling: {fmt_gflops(fp32)} GFLOP/s")
+    axes.plot([ridge], [fp32], marker="D", color="black", markersize=6, linestyle="none")
+    axes.annotate(f"ridge {fmt_intensity(ridge)} FLOP/B", (ridge, fp32), textcoords="offset points",
+                  xytext=(-10, 10), ha="right", fontsize=9)
+    axes.set_xlim(x_low, x_high)
+    axes.set_ylim(y_low, y_high)
+    axes.set_xlabel("arithmetic intensity (FLOP per byte of compulsory DRAM traffic)")
+    axes.set_ylabel("GFLOP/s")
+    axes.set_title(f"Roofline on {device}")
+    axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
+    return figure, axes
+
+
+def label_column(axes, points: list, label_x: float) -> None:
+    """Labels (text, x, y, colour) for points that land almost on one spot
+    (every timed size is near 600 FLOP/byte): in a column at label_x, top to
+    bottom in GFLOP/s order, pushed apart where they would overlap, each with
+    a thin line to its point."""
+    y_low, y_high = axes.get_ylim()
+    min_gap = (math.log10(y_high) - math.log10(y_low)) * 0.05
+    previous = None
+    for text, x, y, colour in sorted(points, key=lambda p: p[2], reverse=True):
+        log_y = math.log10(y)
+        if previous is not None and previous - log_y < min_gap:
+            log_y = previous - min_gap
+        previous = log_y
+        axes.annotate(text, (x, y), xytext=(label_x, 10 ** log_y), va="center", fontsize=9, color=colour,
+                      arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.6, "shrinkB": 5})
+
+
+def save_figure(figure, axes, target, image_format: str = "png") -> None:
+    """The legend outside the axes (the points sit low and to the right,
+    where a legend inside would cover them), then the figure into `target`
+    (a path or a binary file object)."""
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+    figure.tight_layout()
+    figure.savefig(target if hasattr(target, "write") else str(target), format=image_format)
+
+
 def plot_roofline(result: GradeResult, path: Path) -> bool:
     """Draws each timed part against the GPU's measured roofline into `path`
     (PNG). Returns False, writing nothing, when there are no ceilings or no
@@ -729,61 +788,26 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
     parts = _plottable_parts(result)
     if roof is None or not parts:
         return False
-    # Figure and the Agg canvas directly, not pyplot: pyplot keeps global
-    # state (current figure, backend) that a program importing us may own.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     fp32, dram = roof
     ridge = fp32 / dram
     intensities = [p.speed.intensity for p in parts] + [ridge]
     x_low = min(intensities) / 8
     x_high = max(intensities) * 12
-
-    figure = Figure(figsize=(10, 5), dpi=120)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-
-    axes.plot([x_low, ridge], [dram * x_low, fp32], color="#1f4e79", linewidth=2,
-              label=f"DRAM roof: {fmt_gflops(dram)} GB/s × intensity")
-    axes.plot([ridge, x_high], [fp32, fp32], color="#7a1f1f", linewidth=2,
-              label=f"FP32 ceiling: {fmt_gflops(fp32)} GFLOP/s")
-    axes.plot([ridge], [fp32], marker="D", color="black", markersize=6, linestyle="none")
-    axes.annotate(f"ridge {fmt_intensity(ridge)} FLOP/B", (ridge, fp32), textcoords="offset points",
-                  xytext=(-10, 10), ha="right", fontsize=9)
-
-    colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     lowest = min([p.speed.gflops for p in parts]
                  + [p.speed.target_gflops for p in parts if _positive(p.speed.target_gflops)])
+    y_range = (min(lowest, dram * x_low) / 2, fp32 * 3)
+    device = (result.ceilings or {}).get("device_name") or (result.gpu or {}).get("name") or "this GPU"
+    figure, axes = roofline_axes(fp32, dram, (x_low, x_high), y_range, device)
+
+    colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     references = [p for p in parts if _positive(p.speed.reference_gflops)]
-    y_low, y_high = min(lowest, dram * x_low) / 2, fp32 * 3
-    axes.set_xlim(x_low, x_high)
-    axes.set_ylim(y_low, y_high)
-
-    # Parts timed at the same size land almost on one spot (every part here
-    # is timed near 600 FLOP/byte), so labels go in a column to the right of
-    # the rightmost point, top to bottom in GFLOP/s order, pushed apart
-    # where they would overlap, each with a thin line to its point.
-    label_x = max(p.speed.intensity for p in parts) * 2.5
-    min_gap = (math.log10(y_high) - math.log10(y_low)) * 0.05
-    label_log_y = {}
-    previous = None
-    for part in sorted(parts, key=lambda p: p.speed.gflops, reverse=True):
-        y = math.log10(part.speed.gflops)
-        if previous is not None and previous - y < min_gap:
-            y = previous - min_gap
-        label_log_y[part.id] = previous = y
-
+    labels = []
     for i, part in enumerate(parts):
         speed = part.speed
         colour = colours[i % len(colours)]
         axes.plot([speed.intensity], [speed.gflops], marker="o", markersize=8, color=colour, linestyle="none",
                   label=f"{part.id}: {fmt_gflops(speed.gflops)} GFLOP/s")
-        axes.annotate(part.id, (speed.intensity, speed.gflops), xytext=(label_x, 10 ** label_log_y[part.id]),
-                      va="center", fontsize=9, color=colour,
-                      arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.6, "shrinkB": 5})
+        labels.append((part.id, speed.intensity, speed.gflops, colour))
         if _positive(speed.target_gflops):
             axes.plot([speed.intensity], [speed.target_gflops], marker="_", markersize=18, markeredgewidth=2.5,
                       color=colour, linestyle="none")
@@ -792,6 +816,7 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
         if _positive(speed.reference_gflops):
             axes.plot([speed.intensity], [speed.reference_gflops], marker="*", markersize=11, color=colour,
                       markeredgecolor="black", markeredgewidth=0.5, linestyle="none")
+    label_column(axes, labels, max(p.speed.intensity for p in parts) * 2.5)
     # One legend entry explains every target bar, one every reference star.
     axes.plot([], [], marker="_", markersize=14, markeredgewidth=2.5, color="#444444", linestyle="none",
               label="full-credit target (same colour as its part)")
@@ -800,20 +825,9 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
         axes.plot([], [], marker="*", markersize=11, color="#444444", markeredgecolor="black",
                   markeredgewidth=0.5, linestyle="none",
                   label="reference solution, estimated" if estimated else "reference solution on this GPU")
-
-    axes.set_xlabel("arithmetic intensity (FLOP per byte of compulsory DRAM traffic)")
-    axes.set_ylabel("GFLOP/s")
-    device = (result.ceilings or {}).get("device_name") or (result.gpu or {}).get("name") or "this GPU"
-    axes.set_title(f"Roofline on {device}")
-    axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
-    # Outside the axes: the points sit low and to the right, where a legend
-    # inside would cover them.
-    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
-    figure.tight_layout()
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(str(path), format="png")
+    save_figure(figure, axes, path)
     return True
 
 
