@@ -20,6 +20,9 @@ max_score of 0 with the score earned and an explicit status: the points
 count in the score, and the tests' max_scores still add up to the
 assignment's total (GradeResult.max_score), which they must not raise.
 
+A part scored against cuBLAS adds the top-level "leaderboard" (its columns
+and the rule for a hand-in that does not rank: outputs/leaderboard.py).
+
 A results.json is always written: when the grader itself fails, a visible
 "Autograder error" test says so (not the student's fault) and a hidden one
 holds the traceback for staff.
@@ -36,6 +39,7 @@ from ..spec.answers import AnswersResult
 from ..spec.assignment import Assignment
 from ..system.atomic import write_atomically
 from .fields import field_problems
+from .leaderboard import gradescope_entries
 from .report import cublas_speed_rows, full_credit_words, md_text, reference_words
 
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
@@ -305,6 +309,7 @@ def graded_tests(result: GradeResult, assignment: Assignment) -> list:
 
 def results_json(result: GradeResult, assignment: Assignment) -> dict:
     tests = graded_tests(result, assignment)
+    leaderboard = gradescope_entries(result, assignment)
     return {
         "score": _round(sum(t["score"] for t in tests)),
         "execution_time": round(result.seconds, 2),
@@ -317,6 +322,7 @@ def results_json(result: GradeResult, assignment: Assignment) -> dict:
         "extra_data": {"tilelab": {"mode": result.mode, "seed": result.seed, "gpu": result.gpu,
                                    "ceilings": result.ceilings, "calibration": result.calibration}},
         "tests": tests,
+        **({"leaderboard": leaderboard} if leaderboard else {}),
     }
 
 
@@ -350,6 +356,8 @@ TEST_FIELDS = {
     "score": _NUMBER, "max_score": _NUMBER, "status": str, "name": str, "name_format": str, "number": str,
     "output": str, "output_format": str, "tags": list, "visibility": str, "extra_data": dict,
 }
+LEADERBOARD_FIELDS = {"name": str, "value": (int, float, str), "order": str}
+LEADERBOARD_ORDERS = {"asc", "desc"}
 FORMATS = {"text", "html", "simple_format", "md", "ansi"}
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 
@@ -380,6 +388,16 @@ def spec_problems(doc) -> list:
             problems.append(f"tests[{i}].output_format {test.get('output_format')!r}")
         if not all(isinstance(t, str) for t in test.get("tags", []) if isinstance(test.get("tags"), list)):
             problems.append(f"tests[{i}].tags holds a non-string")
+    for i, entry in enumerate(doc.get("leaderboard", []) if isinstance(doc.get("leaderboard"), list) else []):
+        if not isinstance(entry, dict):
+            problems.append(f"leaderboard[{i}] is not an object")
+            continue
+        problems += field_problems(entry, LEADERBOARD_FIELDS, f"leaderboard[{i}].")
+        for key in ("name", "value"):
+            if key not in entry:
+                problems.append(f"leaderboard[{i}] has no {key}")
+        if "order" in entry and entry["order"] not in LEADERBOARD_ORDERS:
+            problems.append(f"leaderboard[{i}].order {entry['order']!r} is not asc or desc")
     try:
         json.dumps(doc, allow_nan=False)
     except ValueError as e:
