@@ -19,12 +19,15 @@ import tilelab.grading.grade
 from tilelab.cli import main
 from tilelab.operations import batch
 from tilelab.operations.batch import GRADED, GRADER_ERROR, BatchError, run_batch
+from tilelab.spec.assignment import load_assignment
 from tilelab.system.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "tests" / "submissions"
-HEADER = ["student", "total", "max", "naive", "tiled", "boundary", "rectangular", "dynamic_smem", "questions",
-          "seed", "status", "seconds", "gpu", "full-credit targets (GFLOP/s)"]
+# One column per part of assignment.yaml, in its order.
+PART_IDS = [p.id for p in load_assignment(ROOT / "assignment.yaml").parts]
+HEADER = ["student", "total", "max", *PART_IDS, "questions", "seed", "status", "seconds", "gpu",
+          "full-credit targets (GFLOP/s)"]
 OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".done")
 
 
@@ -99,7 +102,7 @@ def test_every_student_gets_every_output_and_a_row(graded):
         assert float(row["total"]) == pytest.approx(detail["score"])
         assert float(row["max"]) == pytest.approx(detail["max_score"])
         assert int(row["seed"]) == detail["seed"]
-        parts = sum(float(row[p]) for p in HEADER[3:8])
+        parts = sum(float(row[p]) for p in PART_IDS)
         assert float(row["total"]) == pytest.approx(parts + float(row["questions"]))
         assert float(row["seconds"]) > 0
     stages = {r["student"]: json.loads((out / r["student"] / "grade.json").read_text())["parts"][0]["stages"]
@@ -372,23 +375,29 @@ def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
 
 def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
     """A grading's grade.json as a GPU worker writes it (figures of the H100
-    calibration in docs/measurements.md, 2026-11-22); estimates are marked ~."""
+    calibration in docs/measurements.md, 2026-11-22; the challenge part's
+    targets are 80 % of cuBLAS there); estimates are marked ~, and a part
+    timed at two sizes names each."""
     class_dir, out = tmp_path / "class", tmp_path / "out"
     (class_dir / "ann").mkdir(parents=True)
     (out / "ann").mkdir(parents=True)
     (out / "ann" / "results.json").write_text(json.dumps({"score": 126.0, "tests": []}))
     calibration = {"rule": "reference", "device_name": "NVIDIA H100 80GB HBM3",
-                   "references": {"naive 4096x4096x4096": 5300.0, "tiled 4096x4096x4096": 9256.0},
-                   "full_credit_from": {"naive 4096x4096x4096": 4240.0, "tiled 4096x4096x4096": 7404.8}}
+                   "references": {"naive 4096x4096x4096": 5300.0, "tiled 4096x4096x4096": 9256.0,
+                                  "cublas 4096x4096x4096": 51661.0, "cublas 2048x4096x8192": 51929.0},
+                   "full_credit_from": {"naive 4096x4096x4096": 4240.0, "tiled 4096x4096x4096": 7404.8,
+                                        "challenge 4096x4096x4096": 41328.8, "challenge 2048x4096x8192": 41543.2}}
     detailed = {"score": 126.0, "max_score": 126.0, "seed": 7, "seconds": 26.1, "answers": None,
                 "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "calibration": calibration,
                 "parts": [{"id": "naive", "score": 15.0}, {"id": "tiled", "score": 25.0}]}
     (out / "ann" / "grade.json").write_text(json.dumps(detailed))
     row = batch.collect_row("ann", out / "ann", ["naive", "tiled"])
-    assert row.gpu == "NVIDIA H100 80GB HBM3" and row.targets == "naive 4240; tiled 7405"
+    assert row.gpu == "NVIDIA H100 80GB HBM3"
+    assert row.targets == "naive 4240; tiled 7405; challenge 4096x4096x4096 41329; challenge 2048x4096x8192 41543"
     (out / "ann" / "grade.json").write_text(json.dumps({**detailed, "calibration": {**calibration, "rule": "estimate"}}))
-    assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets == "naive ~4240; tiled ~7405"
+    assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets.startswith("naive ~4240; tiled ~7405")
     summary = batch.gradebook_only(class_dir, out, root=ROOT)
     (book,) = read_book(out)
     assert book["gpu"] == "NVIDIA H100 80GB HBM3" and book["full-credit targets (GFLOP/s)"].startswith("naive ~4240")
+    assert book["challenge"] == ""  # not in this grading
     assert summary.ok

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -313,12 +314,15 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
 
 
 def _targets_cell(calibration) -> str:
-    """The full-credit targets a grading used, as one cell; estimates are marked."""
+    """The full-credit targets a grading used, as one cell; estimates are
+    marked, and a part timed at several sizes names each size."""
     if not isinstance(calibration, dict) or not isinstance(calibration.get("full_credit_from"), dict):
         return ""
     mark = "~" if calibration.get("rule") == ESTIMATED_RULE else ""
-    return "; ".join(f"{name.split(' ')[0]} {mark}{float(value):.0f}"
-                     for name, value in calibration["full_credit_from"].items())
+    targets = calibration["full_credit_from"]
+    sizes = Counter(name.split(" ")[0] for name in targets)
+    return "; ".join(f"{name if sizes[name.split(' ')[0]] > 1 else name.split(' ')[0]} {mark}{float(value):.0f}"
+                     for name, value in targets.items())
 
 
 def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: dict,
