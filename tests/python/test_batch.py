@@ -183,7 +183,8 @@ def test_unsafe_names_are_refused_with_a_reason_and_the_rest_graded(tmp_path):
     assert "unsafe directory name" in next(r["status"] for r in book if r["student"] == "bad name")
     assert "its own files" in next(r["status"] for r in book if r["student"] == "gradebook.csv")
     assert sum("skipped: " in line for line in lines) == 6
-    assert sorted(p.name for p in out.iterdir()) == ["gradebook.csv", "ok.student-1"]
+    assert sorted(p.name for p in out.iterdir()) == [".leaderboard-key", "gradebook.csv", "leaderboard.csv",
+                                                     "leaderboard.html", "ok.student-1"]
 
 
 def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path, monkeypatch):
@@ -401,3 +402,65 @@ def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
     assert book["gpu"] == "NVIDIA H100 80GB HBM3" and book["full-credit targets (GFLOP/s)"].startswith("naive ~4240")
     assert book["challenge"] == ""  # not in this grading
     assert summary.ok
+
+
+def test_the_class_leaderboard_names_each_hand_in_by_the_alias_its_report_shows(graded):
+    """Nobody here handed in challenge.cu, so nobody ranks; each report shows the student's alias."""
+    from tilelab.outputs.leaderboard import alias
+
+    class_dir, out, summary, _ = graded
+    assert summary.leaderboards == [out / "leaderboard.csv", out / "leaderboard.html"]
+    key = bytes.fromhex((out / ".leaderboard-key").read_text())
+    aliases = {name: alias(name, "tilelab_matmul", key) for name in ("alice", "bob", "carol")}
+    for name, shown in aliases.items():
+        assert f"you appear as `{shown}` on the class leaderboard" in (out / name / "report.md").read_text()
+        assert shown in (out / name / "staff" / "report.md").read_text()
+    with (out / "leaderboard.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["alias"] for r in rows) == sorted(aliases.values()) and all(r["rank"] == "" for r in rows)
+    assert {r["verdict"] for r in rows} == {"failed static checks"}
+    challenge = next(p for p in json.loads((out / "alice" / "grade.json").read_text())["parts"]
+                     if p["id"] == "challenge")
+    assert "challenge.cu" in challenge["stages"]["static"]["summary"]
+    page = (out / "leaderboard.html").read_text()
+    assert "No hand-in ranks yet." in page and "alice" not in page
+
+
+def test_gradebook_only_ranks_the_class_from_grade_json(tmp_path):
+    """Gradings as GPU workers (or Slurm tasks) leave them: grade.json from
+    GradeResult.to_dict(), with the H100 figures of docs/measurements.md."""
+    from grade_fixtures import LADDER_H100, challenge_result
+
+    from tilelab.outputs.gradescope import results_json
+    from tilelab.outputs.leaderboard import alias
+
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    assignment = load_assignment(ROOT / "assignment.yaml")
+    for name, rung in (("ann", "warp tiling"), ("ben", "reference"), ("cat", "128-bit loads")):
+        (class_dir / name).mkdir(parents=True)
+        (out / name).mkdir(parents=True)
+        result = challenge_result(LADDER_H100[rung])
+        (out / name / "grade.json").write_text(json.dumps(result.to_dict()))
+        (out / name / "results.json").write_text(json.dumps(results_json(result, assignment)))
+    (class_dir / "dan").mkdir()  # not graded
+    summary = batch.gradebook_only(class_dir, out, root=ROOT)
+    assert summary.leaderboards == [out / "leaderboard.csv", out / "leaderboard.html"]
+    key = bytes.fromhex((out / ".leaderboard-key").read_text())
+    with (out / "leaderboard.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["rank"], r["alias"]) for r in rows[:3]] == [
+        ("1", alias("ben", "tilelab_matmul", key)), ("2", alias("ann", "tilelab_matmul", key)),
+        ("3", alias("cat", "tilelab_matmul", key))]
+    assert rows[3]["rank"] == "" and rows[3]["verdict"] == "skipped: not graded (no results.json)"
+    book = {r["student"]: r for r in read_book(out)}
+    assert float(book["ben"]["max"]) == 25.0 and float(book["ben"]["total"]) == 45.0  # the challenge is extra credit
+    # Collected again: the same key, the same aliases.
+    batch.gradebook_only(class_dir, out, root=ROOT)
+    with (out / "leaderboard.csv").open(newline="") as f:
+        assert list(csv.DictReader(f)) == rows
+
+
+def test_a_student_may_not_take_the_leaderboards_names(tmp_path):
+    for name in ("leaderboard.csv", "leaderboard.html"):
+        (tmp_path / name).mkdir()
+    assert all("its own files" in s.problem for s in batch.find_students(tmp_path))
