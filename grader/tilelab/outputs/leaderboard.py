@@ -222,9 +222,11 @@ def class_board(assignment: Assignment, part: Part, hand_ins: list, key: Optiona
     lines = []
     for hand_in, result, why_not in hand_ins:
         shown = alias(hand_in, assignment.name, key) if names == "alias" else hand_in
-        place = standing(_part_of(result, part.id)) if result is not None else Standing(False, why_not or "not graded")
-        if result is not None and _part_of(result, part.id) is None:
-            place = Standing(False, "the part was not graded")
+        graded = _part_of(result, part.id)
+        if result is None:
+            place = Standing(False, why_not or "not graded")
+        else:
+            place = standing(graded) if graded is not None else Standing(False, "the part was not graded")
         gpu = str((result.gpu or {}).get("name", "")) if result is not None else ""
         lines.append(Line(hand_in, shown, place, gpu, result))
     ranked = sorted((line for line in lines if line.standing.ranked), key=lambda x: (-x.standing.share, x.shown))
