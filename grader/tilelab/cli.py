@@ -154,7 +154,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
         if gradebook_only:
             summary = batch_mod.gradebook_only(Path(class_dir), out, root=root)
             click.echo(f"{summary.resumed} graded, {summary.errors} grader errors, {summary.skipped} without "
-                       f"results; wrote {summary.gradebook}")
+                       f"results; wrote {', '.join(str(p) for p in [summary.gradebook, *summary.leaderboards])}")
             sys.exit(0 if summary.ok else 2)
         build = _build_dir(root, build_dir)
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
@@ -171,6 +171,8 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
             click.echo(f"grader error: {row.student}: {row.detail or 'see its results.json'}", err=True)
     click.echo(summary.line())
     click.echo(f"gradebook: {summary.gradebook}")
+    for path in summary.leaderboards:
+        click.echo(f"leaderboard: {path}")
     sys.exit(0 if summary.ok else 2)
 
 

@@ -19,12 +19,15 @@ import tilelab.grading.grade
 from tilelab.cli import main
 from tilelab.operations import batch
 from tilelab.operations.batch import GRADED, GRADER_ERROR, BatchError, run_batch
+from tilelab.spec.assignment import load_assignment
 from tilelab.system.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "tests" / "submissions"
-HEADER = ["student", "total", "max", "naive", "tiled", "boundary", "rectangular", "dynamic_smem", "questions",
-          "seed", "status", "seconds", "gpu", "full-credit targets (GFLOP/s)"]
+# One column per part of assignment.yaml, in its order.
+PART_IDS = [p.id for p in load_assignment(ROOT / "assignment.yaml").parts]
+HEADER = ["student", "total", "max", *PART_IDS, "questions", "seed", "status", "seconds", "gpu",
+          "full-credit targets (GFLOP/s)"]
 OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".done")
 
 
@@ -99,7 +102,7 @@ def test_every_student_gets_every_output_and_a_row(graded):
         assert float(row["total"]) == pytest.approx(detail["score"])
         assert float(row["max"]) == pytest.approx(detail["max_score"])
         assert int(row["seed"]) == detail["seed"]
-        parts = sum(float(row[p]) for p in HEADER[3:8])
+        parts = sum(float(row[p]) for p in PART_IDS)
         assert float(row["total"]) == pytest.approx(parts + float(row["questions"]))
         assert float(row["seconds"]) > 0
     stages = {r["student"]: json.loads((out / r["student"] / "grade.json").read_text())["parts"][0]["stages"]
@@ -180,7 +183,8 @@ def test_unsafe_names_are_refused_with_a_reason_and_the_rest_graded(tmp_path):
     assert "unsafe directory name" in next(r["status"] for r in book if r["student"] == "bad name")
     assert "its own files" in next(r["status"] for r in book if r["student"] == "gradebook.csv")
     assert sum("skipped: " in line for line in lines) == 6
-    assert sorted(p.name for p in out.iterdir()) == ["gradebook.csv", "ok.student-1"]
+    assert sorted(p.name for p in out.iterdir()) == [".leaderboard-key", "gradebook.csv", "leaderboard.csv",
+                                                     "leaderboard.html", "ok.student-1"]
 
 
 def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path, monkeypatch):
@@ -372,23 +376,91 @@ def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
 
 def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
     """A grading's grade.json as a GPU worker writes it (figures of the H100
-    calibration in docs/measurements.md, 2026-11-22); estimates are marked ~."""
+    calibration in docs/measurements.md, 2026-11-22; the challenge part's
+    targets are 80 % of cuBLAS there); estimates are marked ~, and a part
+    timed at two sizes names each."""
     class_dir, out = tmp_path / "class", tmp_path / "out"
     (class_dir / "ann").mkdir(parents=True)
     (out / "ann").mkdir(parents=True)
     (out / "ann" / "results.json").write_text(json.dumps({"score": 126.0, "tests": []}))
     calibration = {"rule": "reference", "device_name": "NVIDIA H100 80GB HBM3",
-                   "references": {"naive 4096x4096x4096": 5300.0, "tiled 4096x4096x4096": 9256.0},
-                   "full_credit_from": {"naive 4096x4096x4096": 4240.0, "tiled 4096x4096x4096": 7404.8}}
+                   "references": {"naive 4096x4096x4096": 5300.0, "tiled 4096x4096x4096": 9256.0,
+                                  "cublas 4096x4096x4096": 51661.0, "cublas 2048x4096x8192": 51929.0},
+                   "full_credit_from": {"naive 4096x4096x4096": 4240.0, "tiled 4096x4096x4096": 7404.8,
+                                        "challenge 4096x4096x4096": 41328.8, "challenge 2048x4096x8192": 41543.2}}
     detailed = {"score": 126.0, "max_score": 126.0, "seed": 7, "seconds": 26.1, "answers": None,
                 "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "calibration": calibration,
                 "parts": [{"id": "naive", "score": 15.0}, {"id": "tiled", "score": 25.0}]}
     (out / "ann" / "grade.json").write_text(json.dumps(detailed))
     row = batch.collect_row("ann", out / "ann", ["naive", "tiled"])
-    assert row.gpu == "NVIDIA H100 80GB HBM3" and row.targets == "naive 4240; tiled 7405"
+    assert row.gpu == "NVIDIA H100 80GB HBM3"
+    assert row.targets == "naive 4240; tiled 7405; challenge 4096x4096x4096 41329; challenge 2048x4096x8192 41543"
     (out / "ann" / "grade.json").write_text(json.dumps({**detailed, "calibration": {**calibration, "rule": "estimate"}}))
-    assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets == "naive ~4240; tiled ~7405"
+    assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets.startswith("naive ~4240; tiled ~7405")
     summary = batch.gradebook_only(class_dir, out, root=ROOT)
     (book,) = read_book(out)
     assert book["gpu"] == "NVIDIA H100 80GB HBM3" and book["full-credit targets (GFLOP/s)"].startswith("naive ~4240")
+    assert book["challenge"] == ""  # not in this grading
     assert summary.ok
+
+
+def test_the_class_leaderboard_names_each_hand_in_by_the_alias_its_report_shows(graded):
+    """Nobody here handed in challenge.cu, so nobody ranks; each report shows the student's alias."""
+    from tilelab.outputs.leaderboard import alias
+
+    class_dir, out, summary, _ = graded
+    assert summary.leaderboards == [out / "leaderboard.csv", out / "leaderboard.html"]
+    key = bytes.fromhex((out / ".leaderboard-key").read_text())
+    aliases = {name: alias(name, "tilelab_matmul", key) for name in ("alice", "bob", "carol")}
+    for name, shown in aliases.items():
+        assert f"you appear as `{shown}` on the class leaderboard" in (out / name / "report.md").read_text()
+        assert shown in (out / name / "staff" / "report.md").read_text()
+    with (out / "leaderboard.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["alias"] for r in rows) == sorted(aliases.values()) and all(r["rank"] == "" for r in rows)
+    assert {r["verdict"] for r in rows} == {"failed static checks"}
+    challenge = next(p for p in json.loads((out / "alice" / "grade.json").read_text())["parts"]
+                     if p["id"] == "challenge")
+    assert "challenge.cu" in challenge["stages"]["static"]["summary"]
+    page = (out / "leaderboard.html").read_text()
+    assert "No hand-in ranks yet." in page and "alice" not in page
+
+
+def test_gradebook_only_ranks_the_class_from_grade_json(tmp_path):
+    """Gradings as GPU workers (or Slurm tasks) leave them: grade.json from
+    GradeResult.to_dict(), with the H100 figures of docs/measurements.md."""
+    from grade_fixtures import LADDER_H100, challenge_result
+
+    from tilelab.outputs.gradescope import results_json
+    from tilelab.outputs.leaderboard import alias
+
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    assignment = load_assignment(ROOT / "assignment.yaml")
+    for name, rung in (("ann", "warp tiling"), ("ben", "reference"), ("cat", "128-bit loads")):
+        (class_dir / name).mkdir(parents=True)
+        (out / name).mkdir(parents=True)
+        result = challenge_result(LADDER_H100[rung])
+        (out / name / "grade.json").write_text(json.dumps(result.to_dict()))
+        (out / name / "results.json").write_text(json.dumps(results_json(result, assignment)))
+    (class_dir / "dan").mkdir()  # not graded
+    summary = batch.gradebook_only(class_dir, out, root=ROOT)
+    assert summary.leaderboards == [out / "leaderboard.csv", out / "leaderboard.html"]
+    key = bytes.fromhex((out / ".leaderboard-key").read_text())
+    with (out / "leaderboard.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["rank"], r["alias"]) for r in rows[:3]] == [
+        ("1", alias("ben", "tilelab_matmul", key)), ("2", alias("ann", "tilelab_matmul", key)),
+        ("3", alias("cat", "tilelab_matmul", key))]
+    assert rows[3]["rank"] == "" and rows[3]["verdict"] == "skipped: not graded (no results.json)"
+    book = {r["student"]: r for r in read_book(out)}
+    assert float(book["ben"]["max"]) == 25.0 and float(book["ben"]["total"]) == 45.0  # the challenge is extra credit
+    # Collected again: the same key, the same aliases.
+    batch.gradebook_only(class_dir, out, root=ROOT)
+    with (out / "leaderboard.csv").open(newline="") as f:
+        assert list(csv.DictReader(f)) == rows
+
+
+def test_a_student_may_not_take_the_leaderboards_names(tmp_path):
+    for name in ("leaderboard.csv", "leaderboard.html"):
+        (tmp_path / name).mkdir()
+    assert all("its own files" in s.problem for s in batch.find_students(tmp_path))

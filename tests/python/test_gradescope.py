@@ -4,7 +4,7 @@ import dataclasses
 import json
 
 import pytest
-from grade_fixtures import failing_boundary, grade_result, graded_answers, passing_tiled
+from grade_fixtures import LADDER_H100, challenge_result, failing_boundary, grade_result, graded_answers, passing_tiled
 
 from tilelab.outputs.gradescope import error_results, results_json, spec_problems, student_visible_text, write_results
 from tilelab.spec.answers import grade_answers, load_key
@@ -172,3 +172,42 @@ def test_without_a_key_the_questions_say_they_were_not_graded(assignment):
     assert "Questions: not graded here: the answer key is not in this copy" in doc["output"]
     roof = next(t for t in doc["tests"] if t["name"] == "Question naive-roof")
     assert roof["score"] == 0 and "**not graded**: Read as 388.75" in roof["output"]
+
+
+# The challenge part: extra credit, scored against cuBLAS (grade_fixtures: the H100
+# figures of docs/measurements.md, 2026-11-22).
+
+
+def test_extra_credit_earns_points_without_raising_the_total(assignment):
+    result = challenge_result(LADDER_H100["transposed tile"])  # 32,418 / 32,876 GFLOP/s: partial speed credit
+    doc = results_json(result, assignment)
+    assert spec_problems(doc) == []
+    challenge = [t for t in doc["tests"] if "challenge" in t["tags"]]
+    assert all(t["name"].startswith("Challenge: toward cuBLAS (extra credit): ") for t in challenge)
+    assert all(t["max_score"] == 0 for t in challenge)
+    # The tests' max_scores add up to the total, which leaves the extra credit out ...
+    assert sum(t["max_score"] for t in doc["tests"]) == pytest.approx(result.max_score) == pytest.approx(25.0)
+    # ... and the score counts it: tiled 25 + challenge 5 correctness + 15 x 0.7276 speed.
+    challenge_part_result = result.parts[-1]
+    assert challenge_part_result.speed_score == pytest.approx(15 * 0.7276, abs=1e-3)
+    assert doc["score"] == pytest.approx(sum(t["score"] for t in doc["tests"]))
+    assert doc["score"] == pytest.approx(25.0 + 5.0 + challenge_part_result.speed_score)
+    by_name = {t["name"].split(": ")[-1]: t for t in challenge}
+    # An explicit status: a max_score of 0 would make every earned test read as "passed" by default.
+    assert by_name["public cases (1)"]["status"] == "passed" and by_name["public cases (1)"]["score"] == 2.5
+    assert by_name["speed"]["status"] == "failed"  # partial credit, as for any part
+    assert "10.91 of up to 15.00 points, on top of the assignment's total" in by_name["speed"]["output"]
+    assert "Extra credit: Challenge: toward cuBLAS, worth up to 20.00 points on top of the total" in doc["output"]
+    full = results_json(challenge_result(LADDER_H100["reference"]), assignment)
+    speed = next(t for t in full["tests"] if t["name"].endswith("(extra credit): speed"))
+    assert (speed["score"], speed["max_score"], speed["status"]) == (15.0, 0.0, "passed")
+
+
+def test_the_speed_test_shows_every_size_against_cublas_and_the_reference(assignment):
+    doc = results_json(challenge_result(LADDER_H100["transposed tile"]), assignment)
+    speed = next(t for t in doc["tests"] if t["name"].endswith("(extra credit): speed"))["output"]
+    assert ("- at 4096x4096x4096: 32,418 GFLOP/s (4.24 ms per call) = 62.8 % of cuBLAS SGEMM (51,661 GFLOP/s) at "
+            "4096x4096x4096; the reference solution reaches 47,670, 92.3 % of cuBLAS") in speed
+    assert "- at 2048x4096x8192: 32,876 GFLOP/s" in speed and "(51,929 GFLOP/s)" in speed
+    assert "80 % of cuBLAS SGEMM at each size: 41,329 GFLOP/s at 4096x4096x4096" in speed
+    assert "≤ 9,256 GFLOP/s at 4096x4096x4096, ≤ 9,076 GFLOP/s at 2048x4096x8192" in speed

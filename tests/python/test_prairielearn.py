@@ -83,3 +83,24 @@ def test_long_outputs_are_cut_to_stay_under_one_megabyte(assignment):
     doc = prairielearn.results(result, assignment)
     assert prairielearn.spec_problems(doc) == []
     assert any(t["output"].endswith("[... cut ...]") for t in doc["tests"])
+
+
+def test_extra_credit_stays_out_of_the_denominator_and_the_score_stops_at_one(assignment):
+    from grade_fixtures import LADDER_H100, challenge_result
+
+    # A failing boundary part (7.5 / 20) and a challenge part at rung 1 of the
+    # ladder (H100 figures: 16,101 and 15,803 GFLOP/s, 3.15 of 15 speed points).
+    result = challenge_result(LADDER_H100["block tiling"], with_tiled=False)
+    result.parts.insert(0, failing_boundary())
+    doc = prairielearn.results(result, assignment)
+    assert prairielearn.spec_problems(doc) == []
+    assert result.max_score == 20.0 and result.parts[-1].speed_score == pytest.approx(3.15, abs=0.01)
+    assert doc["score"] == pytest.approx((7.5 + 5.0 + result.parts[-1].speed_score) / 20.0)
+    assert "of them extra credit, on top of the total" in doc["message"]
+    challenge = [t for t in doc["tests"] if "(extra credit)" in t["name"]]
+    assert challenge and all(t["max_points"] == 0 for t in challenge)
+    # Full marks and the extra credit too: PrairieLearn takes no score above 1.
+    full = challenge_result(LADDER_H100["reference"])
+    doc = prairielearn.results(full, assignment)
+    assert full.score / full.max_score > 1 and doc["score"] == 1.0
+    assert "PrairieLearn's score stops at 100 %" in doc["message"] and prairielearn.spec_problems(doc) == []

@@ -467,3 +467,62 @@ def test_check_names_the_rule_its_targets_come_from(result):
     text = printed()
     assert "5278 / ~4235 GFLOP/s" in text
     assert "Speed targets (~) are estimates: this machine has no reference solutions to time" in text
+
+
+# The challenge part, scored against cuBLAS (grade_fixtures: the H100 figures
+# of docs/measurements.md, 2026-11-22).
+
+
+def test_the_challenge_speed_shows_every_size_against_cublas_and_the_references():
+    from grade_fixtures import LADDER_H100, challenge_result
+
+    result = challenge_result(LADDER_H100["transposed tile"])  # 32,418 and 32,876 GFLOP/s
+    md = section(render_markdown(result), "challenge")
+    speed = md.split("### Speed", 1)[1]
+    assert ("| at 4096x4096x4096 | 32,418 GFLOP/s (4.24 ms per call) = 62.8 % of cuBLAS SGEMM (51,661 GFLOP/s) at "
+            "4096x4096x4096; the reference solution reaches 47,670, 92.3 % of cuBLAS; 72.2 % of the speed points "
+            "at this size |") in speed
+    assert ("| at 2048x4096x8192 | 32,876 GFLOP/s (4.18 ms per call) = 63.3 % of cuBLAS SGEMM (51,929 GFLOP/s) at "
+            "2048x4096x8192; the reference solution reaches 47,833, 92.1 % of cuBLAS") in speed
+    assert "80 % of cuBLAS SGEMM at each size: 41,329 GFLOP/s at 4096x4096x4096, 41,543 GFLOP/s at 2048x4096x8192" \
+        in speed
+    assert ("≤ 9,256 GFLOP/s at 4096x4096x4096, ≤ 9,076 GFLOP/s at 2048x4096x8192 (the textbook tiled "
+            "kernel") in speed
+    assert "72.8 % of the speed points (10.91 / 15) (the sizes' shares combined by geometric mean)" in speed
+    assert "62.8 % of cuBLAS" in render_html(result)
+    summary = render_markdown(result).split("## Summary", 1)[1].split("\n## ", 1)[0]
+    assert "10.91 / 15 (32,418 GFLOP/s, 62.8 % of cuBLAS)" in summary
+    # The other parts keep their wording.
+    tiled = section(render_markdown(result), "tiled").split("### Speed", 1)[1]
+    assert "| timed case | 4096x4096x4096 |" in tiled and "cuBLAS" not in tiled
+
+
+def test_a_reference_not_timed_on_this_gpu_is_said_so(tmp_path):
+    from grade_fixtures import LADDER_H100, challenge_result
+
+    result = challenge_result(LADDER_H100["warp tiling"])
+    part = result.parts[-1]
+    for speed in [part.speed, *part.speeds]:
+        speed.reference_gflops = None
+    md = section(render_markdown(result), "challenge")
+    assert md.count("the reference solution was not timed on this GPU") == 2
+    assert "36,843 GFLOP/s (3.73 ms per call) = 71.3 % of cuBLAS SGEMM" in md
+    assert "not timed on this GPU" in render_html(result, "staff")
+    assert plot_roofline(result, tmp_path / "roofline.png")
+
+
+def test_extra_credit_and_the_leaderboard_alias_head_the_report(tmp_path):
+    from grade_fixtures import LADDER_H100, challenge_result
+
+    result = challenge_result(LADDER_H100["reference"])
+    md = render_markdown(result, leaderboard_alias="amber-falcon-3f9a")
+    # The total leaves the extra credit out; the score counts it (tiled 25, challenge 20).
+    assert "**Score: 45 / 25**" in md
+    assert "Extra credit: challenge, up to 20 points. They count in the score (20 earned here) but not in the total." \
+        in md
+    assert "## challenge: Challenge: toward cuBLAS (`challenge.cu`), 20 / 20 (extra credit)" in md
+    assert "| leaderboard | you appear as `amber-falcon-3f9a` on the class leaderboard |" in md
+    assert "leaderboard" not in render_markdown(result).split("## Summary", 1)[0]
+    written = write_reports(result, tmp_path, leaderboard_alias="amber-falcon-3f9a")
+    assert "<code>amber-falcon-3f9a</code> on the class leaderboard" in written["html"].read_text(encoding="utf-8")
+    assert written["plot"].read_bytes()[:8] == PNG_MAGIC

@@ -12,6 +12,13 @@ after every output, and holds a digest of the submission's files and the
 seed; a submission whose marker matches is not graded again. OUT/gradebook.csv
 is rewritten after every submission, so an interruption loses nothing.
 
+When a part is scored against cuBLAS, OUT/leaderboard.csv and
+OUT/leaderboard.html rank the class on it (outputs/leaderboard.py), written
+once every submission is graded (and by --gradebook-only). Where the board
+shows aliases, OUT/.leaderboard-key holds the secret they are drawn with:
+keep it, and every later run (and each student's report) gives the same
+aliases.
+
 With `--slurm` nothing is graded here: an sbatch array script (one task per
 student, each running the grader's container on one GPU) is written instead,
 and `--gradebook-only` collects what the tasks wrote.
@@ -35,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -42,6 +50,8 @@ from typing import Callable, Optional
 from ..grading.grade import build_jobs_each, fresh_seed
 from ..grading.model import ESTIMATED_RULE
 from ..outputs.gradescope import error_results
+from ..outputs.leaderboard import (LEADERBOARD_FILES, alias, class_board, leaderboard_key, leaderboard_parts,
+                                   result_from_dict, write_board)
 from ..spec.assignment import Assignment, AssignmentError, load_assignment
 from ..system.atomic import write_atomically
 from ..system.gpu_lock import GpuLock
@@ -59,7 +69,7 @@ DEFAULT_JOBS = 2
 # dash (".", "..", hidden directories, options).
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@-]{0,127}")
 # Names of what batch itself writes into OUT: a student may not take them.
-_RESERVED = {GRADEBOOK_FILE, SLURM_LOGS}
+_RESERVED = {GRADEBOOK_FILE, SLURM_LOGS, *LEADERBOARD_FILES}
 _GRADER_ERROR_TEST = error_results("")["tests"][0]["name"]
 # Paths written into #SBATCH lines and apptainer --bind specs, where quoting
 # does not help: ':' and ',' separate bind specs, whitespace ends a directive.
@@ -105,6 +115,7 @@ class BatchSummary:
     wall_seconds: float
     gradebook: Path
     workers: int = 0  # GPUs, or CPU workers without one
+    leaderboards: list = field(default_factory=list)  # the class leaderboards' files written, if any
 
     @property
     def graded(self) -> int:
@@ -313,12 +324,15 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
 
 
 def _targets_cell(calibration) -> str:
-    """The full-credit targets a grading used, as one cell; estimates are marked."""
+    """The full-credit targets a grading used, as one cell; estimates are
+    marked, and a part timed at several sizes names each size."""
     if not isinstance(calibration, dict) or not isinstance(calibration.get("full_credit_from"), dict):
         return ""
     mark = "~" if calibration.get("rule") == ESTIMATED_RULE else ""
-    return "; ".join(f"{name.split(' ')[0]} {mark}{float(value):.0f}"
-                     for name, value in calibration["full_credit_from"].items())
+    targets = calibration["full_credit_from"]
+    sizes = Counter(name.split(" ")[0] for name in targets)
+    return "; ".join(f"{name if sizes[name.split(' ')[0]] > 1 else name.split(' ')[0]} {mark}{float(value):.0f}"
+                     for name, value in targets.items())
 
 
 def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: dict,
@@ -334,9 +348,11 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
         out.unlink()
     elif out.exists():
         shutil.rmtree(out)
+    key = ctx.get("leaderboard_key")
     outcome = run_grading(student.path, root=ctx["root"], build_dir=str(ctx["build_dir"]), out_dir=out, seed=seed,
                        answer_key=ctx["answer_key"], echo=progress, gpu_lock=worker.gpu_lock,
-                       sandbox=worker.sandbox, jobs=ctx["build_jobs"])
+                       sandbox=worker.sandbox, jobs=ctx["build_jobs"],
+                       leaderboard_alias=alias(student.name, ctx["assignment_name"], key) if key else None)
     if outcome.code != EXIT_GRADED:
         return Row(student.name, GRADER_ERROR, seed=seed, seconds=round(time.monotonic() - clock, 1),
                    detail=outcome.error or "the grader failed")
@@ -378,17 +394,51 @@ def write_gradebook(path: Path, rows: list, part_ids: list) -> None:
     write_atomically(path, text.getvalue())
 
 
+def _alias_key(assignment: Assignment, out_dir: Path) -> Optional[bytes]:
+    """The aliases' secret, when a class leaderboard shows aliases."""
+    if leaderboard_parts(assignment) and assignment.grading.get("leaderboard_names") == "alias":
+        return leaderboard_key(out_dir)
+    return None
+
+
+def write_leaderboards(out_dir: Path, rows: list, assignment: Assignment) -> list:
+    """The class leaderboard of each part scored against cuBLAS, from what
+    OUT/<student>/grade.json holds: leaderboard.csv and leaderboard.html
+    (a second such part's as leaderboard-<part>.*). Returns the files written."""
+    parts = leaderboard_parts(assignment)
+    if not parts:
+        return []
+    hand_ins = []
+    for r in rows:
+        result, why = None, r.status
+        if r.status == GRADED:
+            doc = _read_json(out_dir / r.student / "grade.json")
+            try:
+                result = result_from_dict(doc)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                why = "its grade.json is unreadable"
+        hand_ins.append((r.student, result, why))
+    key = _alias_key(assignment, out_dir)
+    written = []
+    for i, part in enumerate(parts):
+        written += write_board(class_board(assignment, part, hand_ins, key), out_dir, f"-{part.id}" if i else "")
+    return written
+
+
 def gradebook_only(class_dir: Path, out_dir: Path, *, root: Path) -> BatchSummary:
-    """Collects the results already in OUT into OUT/gradebook.csv; grades nothing."""
+    """Collects the results already in OUT into OUT/gradebook.csv (and the
+    class leaderboard, when there is one); grades nothing."""
     clock = time.monotonic()
     class_dir, out_dir = _check_dirs(class_dir, out_dir)
-    part_ids = [p.id for p in _assignment(root).parts]
+    assignment = _assignment(root)
+    part_ids = [p.id for p in assignment.parts]
     rows = [Row(s.name, s.problem) if s.problem else collect_row(s.name, out_dir / s.name, part_ids)
             for s in find_students(class_dir)]
     rows = [dataclasses.replace(r, resumed=r.status == GRADED) for r in rows]  # all graded by earlier runs
     out_dir.mkdir(parents=True, exist_ok=True)
     write_gradebook(out_dir / GRADEBOOK_FILE, rows, part_ids)
-    return BatchSummary(rows, wall_seconds=time.monotonic() - clock, gradebook=out_dir / GRADEBOOK_FILE)
+    return BatchSummary(rows, wall_seconds=time.monotonic() - clock, gradebook=out_dir / GRADEBOOK_FILE,
+                        leaderboards=write_leaderboards(out_dir, rows, assignment))
 
 
 # ---------------------------------------------------------------- progress
@@ -549,10 +599,12 @@ def run_batch(
     workers = _workers(gpus, jobs, sandbox)
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     part_ids = [p.id for p in assignment.parts]
+    out_dir.mkdir(parents=True, exist_ok=True)
     ctx = {"root": root, "build_dir": build_dir, "answer_key": Path(answer_key).resolve() if answer_key else None,
            "part_ids": part_ids,
-           "build_jobs": build_jobs_each(len(workers))}
-    out_dir.mkdir(parents=True, exist_ok=True)
+           "build_jobs": build_jobs_each(len(workers)),
+           "assignment_name": assignment.name,
+           "leaderboard_key": _alias_key(assignment, out_dir)}
     gradebook = out_dir / GRADEBOOK_FILE
 
     students = find_students(class_dir)
@@ -644,8 +696,9 @@ def run_batch(
             book()
             raise
 
-    return BatchSummary([rows[s.name] for s in students], wall_seconds=time.monotonic() - clock,
-                        gradebook=gradebook, workers=len(workers))
+    done = [rows[s.name] for s in students]
+    return BatchSummary(done, wall_seconds=time.monotonic() - clock, gradebook=gradebook, workers=len(workers),
+                        leaderboards=write_leaderboards(out_dir, done, assignment))
 
 
 # ---------------------------------------------------------------- Slurm

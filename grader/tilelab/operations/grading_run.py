@@ -43,9 +43,11 @@ def run_grading(
     echo: Callable[[str], None] = print,
     answer_key: Optional[Path] = None,
     results_format: str = "gradescope",
+    leaderboard_alias: Optional[str] = None,
     **options,
 ) -> "Outcome":
-    """`options` go to GradeOptions as they are (sandbox, gpu_lock, jobs... for batch grading)."""
+    """`options` go to GradeOptions as they are (sandbox, gpu_lock, jobs... for batch grading).
+    `leaderboard_alias`: the hand-in's alias on the class leaderboard, for its reports (batch)."""
     if results_format not in RESULTS_FORMATS:
         raise ValueError(f"results_format must be one of {RESULTS_FORMATS}, not {results_format!r}")
     error_results = prairielearn.error_results if results_format == "prairielearn" else gradescope.error_results
@@ -61,8 +63,8 @@ def run_grading(
                            sanitizers=sanitizers, answer_key=answer_key, progress=lambda m: echo(f"... {m}"),
                            **options)
         result = grade(submission, opt)
-        written = write_reports(result, out_dir, audience="student")
-        write_reports(result, out_dir / "staff", audience="staff")
+        written = write_reports(result, out_dir, audience="student", leaderboard_alias=leaderboard_alias)
+        write_reports(result, out_dir / "staff", audience="staff", leaderboard_alias=leaderboard_alias)
         write_detailed_json(result, out_dir / "grade.json")
         if results_format == "prairielearn":
             write_results(prairielearn.results(result, assignment, written.get("plot")), results_path)

@@ -15,6 +15,14 @@ exercise question, numbered Q.1, Q.2, ...: the answer as read and whether
 it is right (never the key); a text question is worth 0 here, tagged
 "manual", and graded by a TA.
 
+An extra-credit part's tests are named "(extra credit)" and have a
+max_score of 0 with the score earned and an explicit status: the points
+count in the score, and the tests' max_scores still add up to the
+assignment's total (GradeResult.max_score), which they must not raise.
+
+A part scored against cuBLAS adds the top-level "leaderboard" (its columns
+and the rule for a hand-in that does not rank: outputs/leaderboard.py).
+
 A results.json is always written: when the grader itself fails, a visible
 "Autograder error" test says so (not the student's fault) and a hidden one
 holds the traceback for staff.
@@ -26,12 +34,13 @@ import json
 from pathlib import Path
 
 from ..grading.model import STAGE_TITLES, STAGES, GradeResult, PartResult
-from ..grading.scoring import case_points
+from ..grading.scoring import CUBLAS, case_points
 from ..spec.answers import AnswersResult
 from ..spec.assignment import Assignment
 from ..system.atomic import write_atomically
 from .fields import field_problems
-from .report import full_credit_words, md_text, reference_words
+from .leaderboard import gradescope_entries
+from .report import cublas_speed_rows, full_credit_words, md_text, reference_words
 
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
 _QUESTION_MARK = {"correct": "correct", "wrong": "WRONG", "unanswered": "no answer", "invalid": "NOT READABLE",
@@ -120,7 +129,9 @@ def _speed_output(result: PartResult) -> str:
     st = result.stages["speed"]
     lines = [_stage_line(result, "speed")]
     sp = result.speed
-    if sp is not None:
+    if sp is not None and sp.versus == CUBLAS:
+        lines += [""] + [f"- {label}: {value}" for label, value in cublas_speed_rows(result)]
+    elif sp is not None:
         lines += [
             "",
             f"- achieved: {sp.gflops:.0f} GFLOP/s ({sp.time_ms:.3f} ms at {sp.case})",
@@ -129,6 +140,7 @@ def _speed_output(result: PartResult) -> str:
             f"- roofline bound: {sp.bound_gflops:.0f} GFLOP/s, the FP32 FMA rate measured on this GPU; at "
             f"{sp.intensity:.0f} FLOP per byte of DRAM traffic the multiplication is compute-bound",
         ]
+    if sp is not None:
         lines += [f"- note: {flag}" for flag in sp.flags]
         if st.status == "passed" and result.speed_score == 0 and sp.fraction > 0:
             lines.append("- no speed points: the part failed another stage")
@@ -155,30 +167,43 @@ def _test(name: str, number: str, score: float, max_score: float, output: str, t
 
 def part_tests(result: PartResult, index: int, visibility: dict) -> list:
     tags = [result.id]
+    title = f"{result.title} (extra credit)" if result.extra_credit else result.title
     per_case = case_points(result.correctness_max, len(result.cases))
     public = [c for c in result.cases if c.set == "public"]
     hidden = [c for c in result.cases if c.set == "hidden"]
     withheld = bool(result.withheld_by)
+
+    def scored(name: str, number: str, score: float, max_score: float, output: str, shown: str = "visible",
+               passed: bool = None) -> dict:
+        if passed is None:
+            passed = abs(score - max_score) < 1e-9
+        if result.extra_credit and max_score > 0:
+            # Earned on top of the total: a max_score here would raise it.
+            output += (f"\n\nExtra credit: {score:.2f} of up to {max_score:.2f} points, on top of the "
+                       "assignment's total.")
+            max_score = 0.0
+        return _test(name, number, score, max_score, output, tags, shown, passed)
+
     tests = [
-        _test(f"{result.title}: build", f"{index}.1", 0, 0, _stage_block(result, ("static", "build")), tags,
+        _test(f"{title}: build", f"{index}.1", 0, 0, _stage_block(result, ("static", "build")), tags,
               passed=result.stages["build"].status == "passed"),
     ]
     public_score = 0.0 if withheld else per_case * sum(c.passed for c in public)
-    tests.append(_test(f"{result.title}: public cases ({len(public)})", f"{index}.2", public_score,
-                       per_case * len(public), _public_output(result), tags, visibility["public"],
-                       passed=bool(public) and all(c.passed for c in public) and not withheld))
+    tests.append(scored(f"{title}: public cases ({len(public)})", f"{index}.2", public_score,
+                        per_case * len(public), _public_output(result), visibility["public"],
+                        passed=bool(public) and all(c.passed for c in public) and not withheld))
     if hidden:
         hidden_score = 0.0 if withheld else per_case * sum(c.passed for c in hidden)
-        tests.append(_test(f"{result.title}: hidden cases ({len(hidden)})", f"{index}.3", hidden_score,
-                           per_case * len(hidden), _hidden_output(result), tags, visibility["hidden"],
-                           passed=all(c.passed for c in hidden) and not withheld))
-    tests.append(_test(f"{result.title}: memory safety and races", f"{index}.4", 0, 0,
+        tests.append(scored(f"{title}: hidden cases ({len(hidden)})", f"{index}.3", hidden_score,
+                            per_case * len(hidden), _hidden_output(result), visibility["hidden"],
+                            passed=all(c.passed for c in hidden) and not withheld))
+    tests.append(_test(f"{title}: memory safety and races", f"{index}.4", 0, 0,
                        _stage_block(result, ("memcheck", "racecheck")), tags,
                        passed=all(result.stages[n].status == "passed" for n in ("memcheck", "racecheck"))))
-    tests.append(_test(f"{result.title}: launch checks", f"{index}.5", 0, 0, _stage_block(result, ("launch",)),
+    tests.append(_test(f"{title}: launch checks", f"{index}.5", 0, 0, _stage_block(result, ("launch",)),
                        tags, passed=result.stages["launch"].status == "passed"))
-    tests.append(_test(f"{result.title}: speed", f"{index}.6", result.speed_score, result.speed_max,
-                       _speed_output(result), tags))
+    tests.append(scored(f"{title}: speed", f"{index}.6", result.speed_score, result.speed_max,
+                        _speed_output(result)))
     return tests
 
 
@@ -243,6 +268,10 @@ def summary_output(result: GradeResult, tests: list) -> str:
     score = sum(t["score"] for t in visible)
     max_score = sum(t["max_score"] for t in visible)
     lines = [f"**{score:.2f} / {max_score:.2f}** points in the tests shown now"]
+    for part in (p for p in result.parts if p.extra_credit):
+        earned = sum(t["score"] for t in visible if part.id in t.get("tags", []))
+        lines.append(f"Extra credit: {part.title}, worth up to {part.max_score:.2f} points on top of the total; "
+                     f"{earned:.2f} of them in the tests shown now (counted above).")
     hidden = sum(p.hidden_total for p in result.parts)
     if hidden:
         lines.append(f"Hidden cases ({hidden} in all) are graded too; their results appear when grades are published.")
@@ -280,6 +309,7 @@ def graded_tests(result: GradeResult, assignment: Assignment) -> list:
 
 def results_json(result: GradeResult, assignment: Assignment) -> dict:
     tests = graded_tests(result, assignment)
+    leaderboard = gradescope_entries(result, assignment)
     return {
         "score": _round(sum(t["score"] for t in tests)),
         "execution_time": round(result.seconds, 2),
@@ -292,6 +322,7 @@ def results_json(result: GradeResult, assignment: Assignment) -> dict:
         "extra_data": {"tilelab": {"mode": result.mode, "seed": result.seed, "gpu": result.gpu,
                                    "ceilings": result.ceilings, "calibration": result.calibration}},
         "tests": tests,
+        **({"leaderboard": leaderboard} if leaderboard else {}),
     }
 
 
@@ -325,6 +356,8 @@ TEST_FIELDS = {
     "score": _NUMBER, "max_score": _NUMBER, "status": str, "name": str, "name_format": str, "number": str,
     "output": str, "output_format": str, "tags": list, "visibility": str, "extra_data": dict,
 }
+LEADERBOARD_FIELDS = {"name": str, "value": (int, float, str), "order": str}
+LEADERBOARD_ORDERS = {"asc", "desc"}
 FORMATS = {"text", "html", "simple_format", "md", "ansi"}
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 
@@ -355,6 +388,16 @@ def spec_problems(doc) -> list:
             problems.append(f"tests[{i}].output_format {test.get('output_format')!r}")
         if not all(isinstance(t, str) for t in test.get("tags", []) if isinstance(test.get("tags"), list)):
             problems.append(f"tests[{i}].tags holds a non-string")
+    for i, entry in enumerate(doc.get("leaderboard", []) if isinstance(doc.get("leaderboard"), list) else []):
+        if not isinstance(entry, dict):
+            problems.append(f"leaderboard[{i}] is not an object")
+            continue
+        problems += field_problems(entry, LEADERBOARD_FIELDS, f"leaderboard[{i}].")
+        for key in ("name", "value"):
+            if key not in entry:
+                problems.append(f"leaderboard[{i}] has no {key}")
+        if "order" in entry and entry["order"] not in LEADERBOARD_ORDERS:
+            problems.append(f"leaderboard[{i}].order {entry['order']!r} is not asc or desc")
     try:
         json.dumps(doc, allow_nan=False)
     except ValueError as e:

@@ -12,6 +12,13 @@ PrairieLearn (docs/externalGrading.md, "Grading results") reads
                  "output", "images"}]
 The file must stay under 1 MB: longer outputs are cut.
 
+The score is the points over the assignment's total (GradeResult.max_score),
+which leaves an extra-credit part's points out of the denominator. PrairieLearn
+takes a score in [0.0, 1.0] only ("should be a floating point number in the
+range [0.0, 1.0]"), so extra credit that would carry it past 1 is cut at 1,
+and the message says so. (PrairieLearn's own way to extra credit is the
+assessment's maxBonusPoints, set by the course, not by a grader's score.)
+
 Not gradable here: a grader that sees no GPU (nothing a student did can be
 judged), and a hand-in none of whose part files compiles (PrairieLearn's
 own C grader treats a compile error so). Tests Gradescope would hide from
@@ -61,8 +68,15 @@ def _not_gradable(result: GradeResult) -> list:
 
 def results(result: GradeResult, assignment: Assignment, plot: Optional[Path] = None) -> dict:
     tests = [t for t in graded_tests(result, assignment) if t["visibility"] != "hidden"]
+    extra = sum(p.score for p in result.parts if p.extra_credit)
+    message = f"{result.score:.2f} / {result.max_score:.2f} points"
+    if any(p.extra_credit for p in result.parts):
+        message += f" ({extra:.2f} of them extra credit, on top of the total)"
+    fraction = result.score / result.max_score if result.max_score else 0.0
+    if fraction > 1:
+        message += "; PrairieLearn's score stops at 100 %"
     doc = {
-        "message": f"{result.score:.2f} / {result.max_score:.2f} points",
+        "message": message,
         "tests": [{"name": t["name"], "description": ", ".join(t.get("tags", [])), "points": t["score"],
                    "max_points": t["max_score"], "message": t["status"], "output": _cut(t["output"])}
                   for t in tests],
@@ -71,7 +85,7 @@ def results(result: GradeResult, assignment: Assignment, plot: Optional[Path] = 
     if reasons:
         doc.update(gradable=False, format_errors=reasons, message="Not graded: " + reasons[0])
     else:
-        doc.update(gradable=True, score=round(result.score / result.max_score, 6) if result.max_score else 0.0)
+        doc.update(gradable=True, score=round(min(1.0, fraction), 6))
     if plot is not None and plot.is_file():
         doc["images"] = [_image(plot, "This submission on the GPU's roofline")]
     if len(json.dumps(doc)) > MAX_BYTES:

@@ -30,6 +30,7 @@ from typing import Callable, Optional
 import jinja2
 
 from ..grading.model import ESTIMATED_RULE, STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
+from ..grading.scoring import CUBLAS
 from ..spec.answers import AnswersResult
 
 AUDIENCES = ("student", "staff")
@@ -376,15 +377,18 @@ def _cases_view(cases: list, total: int = 0) -> dict:
 
 
 def full_credit_words(speed: Speed) -> str:
-    """The full-credit target both ways: against the hardware and against the
-    reference solution on the same GPU (the one it is scored by)."""
+    """The full-credit target both ways: against the hardware and against
+    what it is scored by on the same GPU (the reference solution, or cuBLAS)."""
     estimated = " (estimated)" if speed.rule == ESTIMATED_RULE else ""
+    against = "cuBLAS SGEMM" if speed.versus == CUBLAS else "the reference solution"
     return (f"{fmt_gflops(speed.target_gflops)} GFLOP/s = {fmt_percent(speed.target_gflops / speed.ceiling_value)} "
-            f"of this GPU's FP32 roof = {fmt_percent(speed.full_at)} of the reference solution here{estimated}")
+            f"of this GPU's FP32 roof = {fmt_percent(speed.full_at)} of {against} here{estimated}")
 
 
 def reference_words(speed: Speed) -> str:
     """Where the reference solution's figure comes from."""
+    if not _positive(speed.reference_gflops):
+        return "not timed on this GPU"
     if speed.rule == ESTIMATED_RULE:
         return (f"about {fmt_gflops(speed.reference_gflops)} GFLOP/s: an estimate, since this machine has no "
                 "reference solutions to time (its share of the FP32 roof on the course's grading GPU, applied to "
@@ -392,15 +396,86 @@ def reference_words(speed: Speed) -> str:
     return f"{fmt_gflops(speed.reference_gflops)} GFLOP/s, timed by the grader on this GPU the same way"
 
 
+def timed_sizes(part: PartResult) -> list:
+    """Every timed size's Speed, each with its own share of the points
+    (part.speed alone in a result written before sizes were kept apart)."""
+    return list(part.speeds) or ([part.speed] if part.speed is not None else [])
+
+
+def cublas_size_words(speed: Speed, with_time: bool = False) -> str:
+    """One timed size of a part scored against cuBLAS: what it reached, what
+    cuBLAS and the reference solution reach there."""
+    estimated = " (estimated)" if speed.rule == ESTIMATED_RULE else ""
+    text = f"{fmt_gflops(speed.gflops)} GFLOP/s"
+    if with_time:
+        text += f" ({_ms(speed.time_ms)} ms per call)"
+    if _positive(speed.cublas_gflops):
+        text += (f" = {fmt_percent(speed.of_cublas)} of cuBLAS SGEMM ({fmt_gflops(speed.cublas_gflops)} GFLOP/s"
+                 f"{estimated}) at {speed.case}")
+    else:
+        text += f" at {speed.case}"
+    if _positive(speed.reference_gflops):
+        share = (f", {fmt_percent(speed.reference_gflops / speed.cublas_gflops)} of cuBLAS"
+                 if _positive(speed.cublas_gflops) else "")
+        text += f"; the reference solution reaches {fmt_gflops(speed.reference_gflops)}{estimated}{share}"
+    else:
+        text += "; the reference solution was not timed on this GPU"
+    return text
+
+
+def cublas_floor_words(sizes: list) -> str:
+    """Where a part scored against cuBLAS earns nothing: the textbook tiled
+    kernel's reference at each size (half the full-credit target where that
+    is lower, on a GPU where the textbook kernel comes near cuBLAS)."""
+    halves = all(abs(s.zero_gflops - 0.5 * s.target_gflops) < 0.1 for s in sizes)
+    why = ("half the full-credit target" if halves else
+           "the textbook tiled kernel's reference solution here: what the chapter already gives earns nothing")
+    return ", ".join(f"≤ {fmt_gflops(s.zero_gflops)} GFLOP/s at {s.case}" for s in sizes) + f" ({why})"
+
+
+def _earned_words(speed: Speed, part: PartResult, sizes: int) -> str:
+    points = f"{fmt_points(part.speed_score)} / {fmt_points(part.speed_max)}"
+    combined = " (the sizes' shares combined by geometric mean)" if sizes > 1 else ""
+    if abs(part.speed_score - speed.fraction * part.speed_max) < 0.01:
+        return f"{fmt_percent(speed.fraction)} of the speed points ({points}){combined}"
+    # The points can be withheld after timing (a failed sanitizer, say).
+    return (f"{points} speed points: the speed alone would earn {fmt_percent(speed.fraction)} of them{combined}, "
+            f"but they were withheld")
+
+
+def _roofline_words(speed: Speed) -> str:
+    return (f"{fmt_gflops(speed.bound_gflops)} GFLOP/s at an intensity of {fmt_intensity(speed.intensity)} "
+            f"FLOP/byte, set by the FP32 FMA rate measured on this GPU ({fmt_gflops(speed.ceiling_value)} GFLOP/s)")
+
+
+def cublas_speed_rows(part: PartResult, staff: bool = False) -> list:
+    """(label, value) rows of a part scored against cuBLAS: each timed size
+    against cuBLAS and the reference, then what earns credit."""
+    sizes = timed_sizes(part)
+    speed = part.speed
+    estimated = " (estimated)" if speed.rule == ESTIMATED_RULE else ""
+    rows = []
+    for s in sizes:
+        share = f"; {fmt_percent(s.fraction)} of the speed points at this size" if len(sizes) > 1 else ""
+        rows.append((f"at {s.case}", cublas_size_words(s, with_time=True) + share))
+    rows += [
+        ("full credit from", f"{fmt_percent(speed.full_at)} of cuBLAS SGEMM at each size: "
+                             + ", ".join(f"{fmt_gflops(s.target_gflops)} GFLOP/s at {s.case}" for s in sizes)
+                             + estimated),
+        ("no credit at", cublas_floor_words(sizes)),
+        ("roofline bound", _roofline_words(speed)),
+        ("earned", _earned_words(speed, part, len(sizes))),
+    ]
+    if staff:
+        rows += [(f"times at {s.case}", f"CUDA events {_ms(s.event_ms)} ms, CUPTI {_ms(s.cupti_ms)} ms, "
+                                        f"wall clock {_ms(s.wall_ms)} ms") for s in sizes]
+    return rows
+
+
 def _speed_rows(speed: Speed, part: PartResult, staff: bool) -> list:
     """(label, value) rows: what was measured, what earns credit, and why."""
-    points = f"{fmt_points(part.speed_score)} / {fmt_points(part.speed_max)}"
-    if abs(part.speed_score - speed.fraction * part.speed_max) < 0.01:
-        earned = f"{fmt_percent(speed.fraction)} of the speed points ({points})"
-    else:
-        # The points can be withheld after timing (a failed sanitizer, say).
-        earned = (f"{points} speed points: the speed alone would earn {fmt_percent(speed.fraction)} of them, "
-                  f"but they were withheld")
+    if speed.versus == CUBLAS:
+        return cublas_speed_rows(part, staff)
     rows = [
         ("timed case", speed.case),
         ("achieved", f"{fmt_gflops(speed.gflops)} GFLOP/s ({_ms(speed.time_ms)} ms per call)"),
@@ -408,10 +483,8 @@ def _speed_rows(speed: Speed, part: PartResult, staff: bool) -> list:
         ("no credit at", f"≤ {fmt_gflops(speed.zero_gflops)} GFLOP/s "
                          f"({fmt_percent(speed.zero_gflops / speed.reference_gflops)} of the reference solution)"),
         ("reference solution", reference_words(speed)),
-        ("roofline bound",
-         f"{fmt_gflops(speed.bound_gflops)} GFLOP/s at an intensity of {fmt_intensity(speed.intensity)} FLOP/byte, "
-         f"set by the FP32 FMA rate measured on this GPU ({fmt_gflops(speed.ceiling_value)} GFLOP/s)"),
-        ("earned", earned),
+        ("roofline bound", _roofline_words(speed)),
+        ("earned", _earned_words(speed, part, 1)),
     ]
     if staff:
         rows.append(("times", f"CUDA events {_ms(speed.event_ms)} ms, CUPTI {_ms(speed.cupti_ms)} ms, "
@@ -427,6 +500,10 @@ def _speed_verdict(speed: Speed) -> str:
     if speed.fraction >= 1:
         return "At or above the full-credit target."
     if speed.fraction <= 0:
+        if speed.versus == CUBLAS:
+            return ("At or below the no-credit threshold at some size: no faster there than the textbook tiled "
+                    "kernel. The handout's part 6 shows the way up, starting with a tile of P per thread held in "
+                    "registers.")
         return ("At or below the no-credit threshold: far slower than the reference solution on the same GPU. "
                 "Look for the technique this part teaches (how the threads map to the matrix, what is staged in "
                 "shared memory).")
@@ -499,6 +576,8 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
 
     if part.speed is not None:
         speed_note = f"{fmt_gflops(part.speed.gflops)} GFLOP/s"
+        if part.speed.of_cublas is not None:
+            speed_note += f", {fmt_percent(part.speed.of_cublas)} of cuBLAS"
     else:
         speed_note = by_name["speed"]["status_word"]
     speed_cell = f"{fmt_points(part.speed_score)} / {fmt_points(part.speed_max)} ({speed_note})"
@@ -523,7 +602,7 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
         "withheld_line": withheld_line,
         "file": part.file,
         "score": fmt_points(part.score),
-        "max_score": fmt_points(part.max_score),
+        "max_score": fmt_points(part.max_score) + (" (extra credit)" if part.extra_credit else ""),
         "correctness_cell": correctness_cell,
         "speed_cell": speed_cell,
         "status": _part_status(stages),
@@ -618,7 +697,7 @@ def _timing_rows(result: GradeResult) -> list:
     return rows
 
 
-def _report_view(result: GradeResult, audience: str) -> dict:
+def _report_view(result: GradeResult, audience: str, leaderboard_alias: Optional[str] = None) -> dict:
     if audience not in AUDIENCES:
         raise ValueError(f"audience must be one of {AUDIENCES}, not {audience!r}")
     staff = audience == "staff"
@@ -630,9 +709,17 @@ def _report_view(result: GradeResult, audience: str) -> dict:
         for part in result.parts:
             redact = _hidden_redactor(part)
             notes = [redact(n) for n in notes]
+    extra = [p for p in result.parts if p.extra_credit]
+    extra_credit_line = ""
+    if extra:
+        names = "; ".join(f"{p.id}, up to {fmt_points(p.max_score)} points" for p in extra)
+        earned = sum(p.score for p in extra)
+        extra_credit_line = (f"Extra credit: {names}. They count in the score ({fmt_points(earned)} earned here) "
+                             "but not in the total.")
     return {
         "staff": staff,
         "audience": audience,
+        "extra_credit_line": extra_credit_line,
         "assignment": result.title or result.assignment,
         "score": fmt_points(result.score),
         "max_score": fmt_points(result.max_score),
@@ -648,6 +735,8 @@ def _report_view(result: GradeResult, audience: str) -> dict:
         "questions": _questions_view(result.answers, staff),
         "timings": _timing_rows(result) if staff else [],
         "status_markers": STATUS_MARKERS,
+        # Where the class leaderboard shows aliases (`tilelab batch`): this hand-in's, so its student finds it.
+        "leaderboard_alias": leaderboard_alias or "",
     }
 
 
@@ -681,15 +770,16 @@ def render_page(template_dir: Path, template: str, html: bool, view: dict) -> st
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-def render_markdown(result: GradeResult, audience: str = "student") -> str:
+def render_markdown(result: GradeResult, audience: str = "student", leaderboard_alias: Optional[str] = None) -> str:
     """The report as Markdown (GitHub and Gradescope flavour)."""
-    return _markdown_of(_report_view(result, audience))
+    return _markdown_of(_report_view(result, audience, leaderboard_alias))
 
 
-def render_html(result: GradeResult, audience: str = "student", plot_file: Optional[str] = REPORT_FILES["plot"]) -> str:
+def render_html(result: GradeResult, audience: str = "student", plot_file: Optional[str] = REPORT_FILES["plot"],
+                leaderboard_alias: Optional[str] = None) -> str:
     """The report as one standalone HTML page; the roofline plot, when given,
     is referenced by its file name relative to the page."""
-    return _html_of(_report_view(result, audience), plot_file)
+    return _html_of(_report_view(result, audience, leaderboard_alias), plot_file)
 
 
 def _markdown_of(view: dict) -> str:
@@ -721,6 +811,83 @@ def _plottable_parts(result: GradeResult) -> list:
             if p.speed is not None and _positive(p.speed.intensity) and _positive(p.speed.gflops)]
 
 
+def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, device: str, size: tuple = (10, 5)):
+    """(figure, axes): a log-log roofline of a GPU with these ceilings (FP32
+    GFLOP/s, DRAM GB/s) over x_range (FLOP/byte) and y_range (GFLOP/s), its
+    two roofs and the ridge drawn and labelled. Every roofline plot of the
+    project starts here (the report's, the leaderboard's)."""
+    # Figure and the Agg canvas directly, not pyplot: pyplot keeps global
+    # state (current figure, backend) that a program importing us may own.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    (x_low, x_high), (y_low, y_high) = x_range, y_range
+    ridge = fp32 / dram
+    figure = Figure(figsize=size, dpi=120)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.plot([x_low, ridge], [dram * x_low, fp32], color="#1f4e79", linewidth=2,
+              label=f"DRAM roof: {fmt_gflops(dram)} GB/s × intensity")
+    axes.plot([ridge, x_high], [fp32, fp32], color="#7a1f1f", linewidth=2,
+              label=f"FP32 ceiling: {fmt_gflops(fp32)} GFLOP/s")
+    axes.plot([ridge], [fp32], marker="D", color="black", markersize=6, linestyle="none")
+    axes.annotate(f"ridge {fmt_intensity(ridge)} FLOP/B", (ridge, fp32), textcoords="offset points",
+                  xytext=(-10, 10), ha="right", fontsize=9)
+    axes.set_xlim(x_low, x_high)
+    axes.set_ylim(y_low, y_high)
+    axes.set_xlabel("arithmetic intensity (FLOP per byte of compulsory DRAM traffic)")
+    axes.set_ylabel("GFLOP/s")
+    axes.set_title(f"Roofline on {device}")
+    axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
+    return figure, axes
+
+
+def label_column(axes, points: list, label_x: float) -> None:
+    """Labels (text, x, y, colour) for points that land almost on one spot
+    (every timed size is near 600 FLOP/byte): in a column at label_x, top to
+    bottom in GFLOP/s order, pushed apart where they would overlap, each with
+    a thin line to its point."""
+    y_low, y_high = axes.get_ylim()
+    # One and a half lines of 9-point text, in decades of the axis.
+    axes_inches = axes.get_position().height * axes.figure.get_figheight()
+    min_gap = (math.log10(y_high) - math.log10(y_low)) * (1.5 * 9 / 72) / axes_inches
+    previous = None
+    for text, x, y, colour in sorted(points, key=lambda p: p[2], reverse=True):
+        log_y = math.log10(y)
+        if previous is not None and previous - log_y < min_gap:
+            log_y = previous - min_gap
+        previous = log_y
+        axes.annotate(text, (x, y), xytext=(label_x, 10 ** log_y), va="center", fontsize=9, color=colour,
+                      arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.6, "shrinkB": 5})
+
+
+def save_figure(figure, axes, target, image_format: str = "png", legend_below: bool = False) -> None:
+    """The legend outside the axes, to the right (the points sit low and to
+    the right, where a legend inside would cover them) or, for long labels,
+    below; then the figure into `target` (a path or a binary file object)."""
+    if legend_below:
+        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), borderaxespad=0.0, fontsize=8, ncol=2)
+    else:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+    figure.tight_layout()
+    figure.savefig(target if hasattr(target, "write") else str(target), format=image_format)
+
+
+def cublas_line(axes, gflops: float, x_from: float, x_to: float, label: str) -> None:
+    """cuBLAS SGEMM's GFLOP/s, a dashed line across the compute-bound side,
+    labelled in the legend."""
+    axes.plot([x_from, x_to], [gflops, gflops], color="#555555", linestyle="--", linewidth=1.2, label=label)
+    axes.annotate(f"cuBLAS SGEMM {fmt_gflops(gflops)}", (x_from, gflops), textcoords="offset points", xytext=(6, -11),
+                  fontsize=8, color="#555555")
+
+
+def cublas_label(speed: Speed) -> str:
+    estimated = " (estimated)" if speed.rule == ESTIMATED_RULE else ""
+    return f"cuBLAS SGEMM (FP32) at {speed.case}: {fmt_gflops(speed.cublas_gflops)} GFLOP/s{estimated}"
+
+
 def plot_roofline(result: GradeResult, path: Path) -> bool:
     """Draws each timed part against the GPU's measured roofline into `path`
     (PNG). Returns False, writing nothing, when there are no ceilings or no
@@ -729,61 +896,26 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
     parts = _plottable_parts(result)
     if roof is None or not parts:
         return False
-    # Figure and the Agg canvas directly, not pyplot: pyplot keeps global
-    # state (current figure, backend) that a program importing us may own.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     fp32, dram = roof
     ridge = fp32 / dram
     intensities = [p.speed.intensity for p in parts] + [ridge]
     x_low = min(intensities) / 8
     x_high = max(intensities) * 12
-
-    figure = Figure(figsize=(10, 5), dpi=120)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-
-    axes.plot([x_low, ridge], [dram * x_low, fp32], color="#1f4e79", linewidth=2,
-              label=f"DRAM roof: {fmt_gflops(dram)} GB/s × intensity")
-    axes.plot([ridge, x_high], [fp32, fp32], color="#7a1f1f", linewidth=2,
-              label=f"FP32 ceiling: {fmt_gflops(fp32)} GFLOP/s")
-    axes.plot([ridge], [fp32], marker="D", color="black", markersize=6, linestyle="none")
-    axes.annotate(f"ridge {fmt_intensity(ridge)} FLOP/B", (ridge, fp32), textcoords="offset points",
-                  xytext=(-10, 10), ha="right", fontsize=9)
-
-    colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     lowest = min([p.speed.gflops for p in parts]
                  + [p.speed.target_gflops for p in parts if _positive(p.speed.target_gflops)])
+    y_range = (min(lowest, dram * x_low) / 2, fp32 * 3)
+    device = (result.ceilings or {}).get("device_name") or (result.gpu or {}).get("name") or "this GPU"
+    figure, axes = roofline_axes(fp32, dram, (x_low, x_high), y_range, device)
+
+    colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     references = [p for p in parts if _positive(p.speed.reference_gflops)]
-    y_low, y_high = min(lowest, dram * x_low) / 2, fp32 * 3
-    axes.set_xlim(x_low, x_high)
-    axes.set_ylim(y_low, y_high)
-
-    # Parts timed at the same size land almost on one spot (every part here
-    # is timed near 600 FLOP/byte), so labels go in a column to the right of
-    # the rightmost point, top to bottom in GFLOP/s order, pushed apart
-    # where they would overlap, each with a thin line to its point.
-    label_x = max(p.speed.intensity for p in parts) * 2.5
-    min_gap = (math.log10(y_high) - math.log10(y_low)) * 0.05
-    label_log_y = {}
-    previous = None
-    for part in sorted(parts, key=lambda p: p.speed.gflops, reverse=True):
-        y = math.log10(part.speed.gflops)
-        if previous is not None and previous - y < min_gap:
-            y = previous - min_gap
-        label_log_y[part.id] = previous = y
-
+    labels = []
     for i, part in enumerate(parts):
         speed = part.speed
         colour = colours[i % len(colours)]
         axes.plot([speed.intensity], [speed.gflops], marker="o", markersize=8, color=colour, linestyle="none",
                   label=f"{part.id}: {fmt_gflops(speed.gflops)} GFLOP/s")
-        axes.annotate(part.id, (speed.intensity, speed.gflops), xytext=(label_x, 10 ** label_log_y[part.id]),
-                      va="center", fontsize=9, color=colour,
-                      arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.6, "shrinkB": 5})
+        labels.append((part.id, speed.intensity, speed.gflops, colour))
         if _positive(speed.target_gflops):
             axes.plot([speed.intensity], [speed.target_gflops], marker="_", markersize=18, markeredgewidth=2.5,
                       color=colour, linestyle="none")
@@ -792,6 +924,9 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
         if _positive(speed.reference_gflops):
             axes.plot([speed.intensity], [speed.reference_gflops], marker="*", markersize=11, color=colour,
                       markeredgecolor="black", markeredgewidth=0.5, linestyle="none")
+        if speed.versus == CUBLAS and _positive(speed.cublas_gflops):
+            cublas_line(axes, speed.cublas_gflops, ridge, x_high, cublas_label(speed))
+    label_column(axes, labels, max(p.speed.intensity for p in parts) * 2.5)
     # One legend entry explains every target bar, one every reference star.
     axes.plot([], [], marker="_", markersize=14, markeredgewidth=2.5, color="#444444", linestyle="none",
               label="full-credit target (same colour as its part)")
@@ -800,26 +935,18 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
         axes.plot([], [], marker="*", markersize=11, color="#444444", markeredgecolor="black",
                   markeredgewidth=0.5, linestyle="none",
                   label="reference solution, estimated" if estimated else "reference solution on this GPU")
-
-    axes.set_xlabel("arithmetic intensity (FLOP per byte of compulsory DRAM traffic)")
-    axes.set_ylabel("GFLOP/s")
-    device = (result.ceilings or {}).get("device_name") or (result.gpu or {}).get("name") or "this GPU"
-    axes.set_title(f"Roofline on {device}")
-    axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
-    # Outside the axes: the points sit low and to the right, where a legend
-    # inside would cover them.
-    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
-    figure.tight_layout()
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(str(path), format="png")
+    save_figure(figure, axes, path)
     return True
 
 
-def write_reports(result: GradeResult, out_dir: Path, audience: str = "student") -> dict:
+def write_reports(result: GradeResult, out_dir: Path, audience: str = "student",
+                  leaderboard_alias: Optional[str] = None) -> dict:
     """Writes report.md, report.html and (when there is something to plot)
-    roofline.png into `out_dir`; returns {"markdown", "html"[, "plot"]} -> path."""
+    roofline.png into `out_dir`; returns {"markdown", "html"[, "plot"]} -> path.
+    `leaderboard_alias`: the hand-in's alias on the class leaderboard, shown
+    in the header (outputs/leaderboard.py)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -828,7 +955,7 @@ def write_reports(result: GradeResult, out_dir: Path, audience: str = "student")
     plotted = plot_roofline(result, plot_path)
     if plotted:
         written["plot"] = plot_path
-    view = _report_view(result, audience)
+    view = _report_view(result, audience, leaderboard_alias)
     markdown_path = out_dir / REPORT_FILES["markdown"]
     markdown_path.write_text(_markdown_of(view), encoding="utf-8")
     written["markdown"] = markdown_path
