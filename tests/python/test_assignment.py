@@ -22,7 +22,7 @@ def error(doc) -> str:
 
 def test_the_real_assignment_loads(root):
     a = load_assignment(root / "assignment.yaml")
-    assert [p.id for p in a.parts] == ["naive", "tiled", "boundary", "rectangular", "dynamic_smem"]
+    assert [p.id for p in a.parts] == ["naive", "tiled", "boundary", "rectangular", "dynamic_smem", "challenge"]
     tiled = a.part("tiled")
     assert tiled.declaration == "void launchTiled(const float* M, const float* N, float* P, int Width)"
     assert a.part("dynamic_smem").declaration.endswith("int j, int k, int l, const cudaDeviceProp& prop)")
@@ -41,6 +41,22 @@ def test_the_sizes_that_catch_classic_mistakes_are_there(root):
     smem = {c.props.get("sharedMemPerBlock") for s in ("public", "hidden") for c in a.part("dynamic_smem").cases[s]}
     assert {2048, 512, 128, "optin"} <= smem
     assert [c.j for c in a.part("naive").cases["timing"]] == [4096]
+
+
+def test_the_challenge_is_scored_against_cublas_as_extra_credit(root):
+    # assignment.yaml, part challenge: full speed points from 0.8 x cuBLAS, none at
+    # or below the tiled (4096^3) or rectangular (2048 x 4096 x 8192) reference.
+    a = load_assignment(root / "assignment.yaml")
+    challenge = a.part("challenge")
+    assert challenge.declaration == \
+        "void launchChallenge(const float* M, const float* N, float* P, int j, int k, int l)"
+    assert challenge.versus_cublas.full_at == 0.8
+    assert challenge.versus_cublas.zero_at_reference_of == ("tiled", "rectangular")
+    assert challenge.starter == "working" and a.uses_cublas
+    assert challenge.points == {"correctness": 5, "speed": 15} and challenge.extra_credit
+    assert challenge.counted_max == 0 and a.part("tiled").counted_max == 25
+    assert sum(p.counted_max for p in a.parts) == 100
+    assert a.grading["leaderboard_names"] == "alias"
 
 
 def test_case_shorthands_and_names(doc):
@@ -76,6 +92,12 @@ def test_case_shorthands_and_names(doc):
         (lambda d: d.update(extra=1), "unknown key 'extra'"),
         (lambda d: d["parts"][0]["cases"]["public"].append({"width": 3, "inputs": "normal"}),
          "parts[0].cases.public[11].inputs: must be one of uniform, small_int"),
+        (lambda d: d["parts"][5]["points"].update(extra_credit="yes"),
+         "parts[5].points.extra_credit: must be true or false"),
+        (lambda d: d["parts"][5]["versus_cublas"].update(zero_at_reference_of=["naive"]),
+         "none of these parts is timed at 2048x4096x8192"),
+        (lambda d: d["grading"].update(leaderboard={"names": "pseudonym"}),
+         "grading.leaderboard.names: must be one of name, alias"),
     ],
 )
 def test_mistakes_are_reported_where_they_are(doc, mutate, message):
