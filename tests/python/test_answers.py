@@ -13,7 +13,7 @@ from grade_fixtures import graded_answers
 from tilelab.grading.grade import GradeOptions, _answers
 from tilelab.selftest.handins import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
 from tilelab.spec.answers import (MAX_BYTES, NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, AnswerKeyError,
-                                  grade_answers, load_key, parse_number)
+                                  grade_answers, key_working, load_key, parse_number)
 from tilelab.spec.assignment import load_assignment
 
 
@@ -74,6 +74,24 @@ def test_grading_the_key_itself_gives_every_automatic_point(questions, key, root
     assert [q.id for q in result.questions if q.status == "collected"] == ["matadd-smem-why", "coalescing-why"]
     assert result.manual_max == 3
     assert result.notes == []
+
+
+def test_the_key_holds_the_working_of_every_automatic_answer(root, questions):
+    working = key_working(root / "solutions" / "answers.yaml")
+    # A text question's key is a model answer, its own explanation.
+    assert set(working) == set(auto_ids(questions))
+    assert working["naive-roof"].startswith("0.25 FLOP/B x 1555 GB/s = 388.75 GFLOP/s")
+    assert working["occupancy"].endswith("5 x 256 = 1280 of 2048 threads: 62.5 %.")
+    assert not any("Ships only" in text for text in working.values())  # the header stays apart
+
+
+def test_the_working_is_the_comment_right_above_an_answer(tmp_path):
+    path = tmp_path / "answers.yaml"
+    path.write_text("# A header.\n\n# 2 x 3\n#\n# = 6\na: 6\nb: |\n  # part of b's text\n  more\n"
+                    "# c's working\nc: 1\nd: 2\n\n# e's is apart\n\ne: 3\n")
+    assert key_working(path) == {"a": "2 x 3 = 6", "c": "c's working"}
+    with pytest.raises(AnswerKeyError):
+        key_working(tmp_path / "nope.yaml")
 
 
 @pytest.mark.parametrize("text, message", [

@@ -17,6 +17,7 @@ from conftest import require_pdf_stack
 from tilelab.authoring.handout import (HandoutError, reference_gpu, render_html, render_markdown, render_pdf,
                                        write_handouts)
 from tilelab.outputs.report import fmt_percent, md_text
+from tilelab.spec.answers import key_working
 from tilelab.spec.assignment import load_assignment
 from tilelab.spec.reference_gpu import published_gflops
 
@@ -469,6 +470,24 @@ def test_a_broken_ladder_is_named(root, tmp_path, assignment):
     path.write_text(path.read_text().replace("        gflops: 16101\n", ""))
     with pytest.raises(HandoutError, match=r"ladder\.challenge\.rungs\[0\]: must be \{technique"):
         render_markdown(assignment, project)
+
+
+# --- the TA edition's key --------------------------------------------------------------------------
+
+
+def test_the_ta_edition_gives_the_working_under_each_answer(root, assignment):
+    working = key_working(root / ANSWER_KEY)
+    markdown = render_markdown(assignment, root, "ta")
+    page = _flat(_visible_html(render_html(assignment, root, "ta")))
+    for qid, text in working.items():
+        assert f"> *Working:* {md_text(text)}" in markdown, qid
+        assert _flat(f"Working: {text}") in page, qid
+    # The answer first, then how it comes.
+    n = [q.id for q in assignment.questions].index("naive-roof") + 1
+    block = markdown[markdown.index(f"**{n}. `naive-roof`**"):]
+    assert block.index("> **Answer key:** 388.75") < block.index("0.25 FLOP/B x 1555 GB/s = 388.75 GFLOP/s")
+    student = render_markdown(assignment, root)
+    assert "Working" not in student and "0.25 FLOP/B x 1555 GB/s" not in student
 
 
 # --- the starter code and the question code ---------------------------------------------------

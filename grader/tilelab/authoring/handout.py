@@ -8,7 +8,8 @@ Everything in the handout comes from somewhere else, so it cannot drift:
   handouts/reference-gpu.yaml  what the grading GPU measured (ceilings, the
                              reference solutions' and cuBLAS's GFLOP/s, the
                              challenge part's ladder);
-  solutions/answers.yaml     the answer key (TA edition only).
+  solutions/answers.yaml     the answer key and the working written above
+                             each answer (TA edition only).
 
 As in report.py, the Python side builds one view of already-worded text
 (`_handout_view`) and the templates in handouts/ only lay it out, one for
@@ -16,9 +17,9 @@ Markdown and one for HTML, so the formats say the same thing.
 
 Two variants:
   student  public case sizes, the number of hidden cases, no answer key;
-  ta       adds every hidden and sanitizer case, the answer key after each
-           question, and the file of each rung of the challenge ladder.
-           Never hand it to students.
+  ta       adds every hidden and sanitizer case, the answer key and its
+           working after each question, and the file of each rung of the
+           challenge ladder. Never hand it to students.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import yaml
 from ..grading.roofline import Ceilings
 from ..grading.scoring import CUBLAS, case_points, speed_target
 from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
-from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
+from ..spec.answers import ANSWERS_FILE, AnswerKeyError, key_working, load_key
 from ..spec.assignment import Assignment, Case, Part, Question
 from ..spec.matmul import intensity
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
@@ -106,11 +107,13 @@ def reference_gpu(root: Path) -> dict:
         raise HandoutError(str(e)) from None
 
 
-def _answer_key(root: Path, assignment: Assignment) -> dict:
+def _answer_key(root: Path, assignment: Assignment) -> tuple:
     """The key as the grader reads it (so `no` stays "no"), checked against
-    the questions: a TA edition with a gap in its key is not made."""
+    the questions: a TA edition with a gap in its key is not made. With it,
+    the working written above each answer (spec.answers.key_working)."""
     try:
-        return load_key(Path(root) / ANSWER_KEY_FILE, assignment.questions)
+        path = Path(root) / ANSWER_KEY_FILE
+        return load_key(path, assignment.questions), key_working(path)
     except AnswerKeyError as e:
         raise HandoutError(str(e)) from e
 
@@ -353,7 +356,7 @@ def _answer_words(question: Question, answer) -> str:
     return str(answer)
 
 
-def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
+def _questions_view(assignment: Assignment, key: dict, working: dict, ta: bool) -> list:
     code = assignment.question_code
     references = {q.id: _code_references(q, code) for q in assignment.questions}
     referenced = {name for names in references.values() for name in names}
@@ -390,6 +393,7 @@ def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
             "option_ids": ", ".join(q.options),
             "code_before": code_before,
             "answer": _answer_words(q, key[q.id]) if ta else "",
+            "working": working.get(q.id, "") if ta else "",
         })
     return views
 
@@ -407,7 +411,7 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     root = Path(root)
     ta = variant == "ta"
-    key = _answer_key(root, assignment) if ta else {}
+    key, working = _answer_key(root, assignment) if ta else ({}, {})
     gpu = reference_gpu(root)
     parts = [_part_view(n, p, assignment, gpu, root, ta) for n, p in enumerate(assignment.parts, start=1)]
     return {
@@ -421,7 +425,7 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
         "rubric": _rubric_view(assignment),
         "speed": _speed_view(assignment, gpu),
         "tolerance": _tolerance_view(assignment),
-        "questions": _questions_view(assignment, key, ta),
+        "questions": _questions_view(assignment, key, working, ta),
         "answers_path": f"{STARTER_DIR}/{ANSWERS_FILE}",
         "answer_key_path": ANSWER_KEY_FILE,
     }
