@@ -137,16 +137,16 @@ def test_the_rubric_has_the_points_of_assignment_yaml(root, assignment):
 
 
 def test_the_real_rubric_keeps_the_challenge_out_of_its_total(root, assignment):
-    # assignment.yaml: parts 1 to 5 are worth 15 + 25 + 20 + 20 + 20 = 100, the 26
+    # assignment.yaml: parts 1 to 5 are worth 15 + 25 + 20 + 20 + 20 = 100, the 31
     # automatic questions 1 each; the challenge's 5 + 15 are extra credit.
     markdown = render_markdown(assignment, root)
     assert _markdown_row(markdown, "all parts")[1:] == ["70", "30", "100"]
-    assert _markdown_row(markdown, "**total**")[3] == "**126**"
+    assert _markdown_row(markdown, "**total**")[3] == "**131**"
     assert _markdown_row(markdown, "challenge: Challenge: toward cuBLAS (extra credit)")[1:] == ["5", "15", "+20"]
-    assert "Part 6 (`challenge`) is extra credit: its 20 points come on top of the total of 126" in markdown
+    assert "Part 6 (`challenge`) is extra credit: its 20 points come on top of the total of 131" in markdown
     page = _flat(_visible_html(render_html(assignment, root)))
     assert "challenge: Challenge: toward cuBLAS (extra credit) 5 15 +20" in page
-    assert "is extra credit: its 20 points come on top of the total of 126" in page
+    assert "is extra credit: its 20 points come on top of the total of 131" in page
 
 
 def _timing_rows(markdown: str, part_id: str) -> list:
@@ -482,12 +482,15 @@ def test_the_ta_edition_gives_the_working_under_each_answer(root, assignment):
     for qid, text in working.items():
         assert f"> *Working:* {md_text(text)}" in markdown, qid
         assert _flat(f"Working: {text}") in page, qid
-    # The answer first, then how it comes.
-    n = [q.id for q in assignment.questions].index("naive-roof") + 1
-    block = markdown[markdown.index(f"**{n}. `naive-roof`**"):]
-    assert block.index("> **Answer key:** 388.75") < block.index("0.25 FLOP/B x 1555 GB/s = 388.75 GFLOP/s")
+    # The answer first, then how it comes; whole numbers in full.
+    ids = [q.id for q in assignment.questions]
+    for qid, answer, working_text in [("naive-roof", "388.75", "0.25 FLOP/B x 1555 GB/s = 388.75 GFLOP/s"),
+                                      ("regtile-global", "1073741824", "2 N^3 / L = 2^37 / 2^7 = 2^30")]:
+        block = markdown[markdown.index(f"**{ids.index(qid) + 1}. `{qid}`**"):]
+        assert block.index(f"> **Answer key:** {answer}\n") < block.index(working_text), qid
     student = render_markdown(assignment, root)
     assert "Working" not in student and "0.25 FLOP/B x 1555 GB/s" not in student
+    assert "2^30 = 1,073,741,824" not in student
 
 
 # --- the starter code and the question code ---------------------------------------------------

@@ -350,7 +350,8 @@ def _code_references(question: Question, question_code: dict) -> list:
 
 def _answer_words(question: Question, answer) -> str:
     if question.kind == "number":
-        return f"{answer:.10g}"
+        # Whole numbers in full: 17179869184, not 1.717986918e+10.
+        return str(int(answer)) if float(answer).is_integer() and abs(answer) < 1e15 else f"{answer:.10g}"
     if question.kind == "choice":
         return f"{answer}: {question.options[answer]}"
     return str(answer)
