@@ -13,8 +13,13 @@ from grade_fixtures import graded_answers
 from tilelab.grading.grade import GradeOptions, _answers
 from tilelab.selftest.handins import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
 from tilelab.spec.answers import (MAX_BYTES, NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, AnswerKeyError,
-                                  grade_answers, load_key, parse_number)
+                                  grade_answers, key_working, load_key, parse_number)
 from tilelab.spec.assignment import load_assignment
+
+# assignment.yaml: 31 number and choice questions of 1 point each (the 26 of
+# the textbook chapters and 5 on register and warp tiling), and 2 text
+# questions worth 3 points to a TA.
+AUTOMATIC_POINTS = 31
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +74,45 @@ def test_the_real_key_covers_every_question(questions, key):
 def test_grading_the_key_itself_gives_every_automatic_point(questions, key, root):
     result = grade_answers(root / "solutions" / "answers.yaml", questions, key)
     assert result.status == "read" and result.graded
-    assert result.score == result.max_score == 26
+    assert result.score == result.max_score == AUTOMATIC_POINTS
     assert result.count("correct") == len(auto_ids(questions))
     assert [q.id for q in result.questions if q.status == "collected"] == ["matadd-smem-why", "coalescing-why"]
     assert result.manual_max == 3
     assert result.notes == []
+
+
+def test_the_register_tiling_answers_follow_from_the_traffic_formulas(key):
+    """Seed 003: with L x L block tiles an N x N x N product reads 2 N^3 / L
+    floats from global memory (N^2 / L^2 blocks of 2 L N each), and with
+    V x V tiles per thread 2 N^3 / V from shared memory (N^2 / V^2 threads of
+    2 V N each). The questions take N = 4096, L = 128, V = 8."""
+    n, l, v = 4096, 128, 8
+    assert key["regtile-global"] == 2 * n**3 / l == (n * n // (l * l)) * 2 * l * n == 1_073_741_824
+    assert key["regtile-shared"] == 2 * n**3 / v == (n * n // (v * v)) * 2 * v * n == 17_179_869_184
+    assert key["regtile-flop-per-read"] == (2 * v * v) / (2 * v) == v  # per step of k: V^2 multiply-adds, 2 V reads
+    assert key["regtile-registers"] == v * v + v + v == 80  # running sums, then one step's operands
+    assert key["warp-tile"] == "b"
+
+
+def test_the_key_holds_the_working_of_every_automatic_answer(root, questions):
+    working = key_working(root / "solutions" / "answers.yaml")
+    # A text question's key is a model answer, its own explanation.
+    assert set(working) == set(auto_ids(questions))
+    assert "2^30 = 1,073,741,824" in working["regtile-global"]
+    assert "2^34 = 17,179,869,184" in working["regtile-shared"]
+    assert "64 + 8 + 8 = 80" in working["regtile-registers"]
+    assert working["naive-roof"].startswith("0.25 FLOP/B x 1555 GB/s = 388.75 GFLOP/s")
+    assert working["occupancy"].endswith("5 x 256 = 1280 of 2048 threads: 62.5 %.")
+    assert not any("Ships only" in text for text in working.values())  # the header stays apart
+
+
+def test_the_working_is_the_comment_right_above_an_answer(tmp_path):
+    path = tmp_path / "answers.yaml"
+    path.write_text("# A header.\n\n# 2 x 3\n#\n# = 6\na: 6\nb: |\n  # part of b's text\n  more\n"
+                    "# c's working\nc: 1\nd: 2\n\n# e's is apart\n\ne: 3\n")
+    assert key_working(path) == {"a": "2 x 3 = 6", "c": "c's working"}
+    with pytest.raises(AnswerKeyError):
+        key_working(tmp_path / "nope.yaml")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -107,7 +146,7 @@ def test_a_missing_key_file_raises(tmp_path, questions):
 
 def test_missing_file_leaves_every_question_unanswered(tmp_path, questions, key):
     result = grade_answers(tmp_path / "answers.yaml", questions, key)
-    assert result.status == "missing" and result.score == 0 and result.max_score == 26
+    assert result.status == "missing" and result.score == 0 and result.max_score == AUTOMATIC_POINTS
     assert "answers.yaml was not handed in" in result.message
     assert all(q.status == "unanswered" and q.message == "answers.yaml was not handed in." for q in result.questions)
 
@@ -450,15 +489,15 @@ def test_without_a_key_answers_are_checked_but_not_scored(grade):
 def test_grade_finds_the_key_or_says_it_is_not_there(tmp_path, root, assignment):
     hand_in = root / "tests" / "submissions" / "answers-all-correct"
     opt = GradeOptions(root=root, build_dir=tmp_path, out_dir=tmp_path)
-    assert _answers(hand_in, assignment, opt).score == 26
+    assert _answers(hand_in, assignment, opt).score == AUTOMATIC_POINTS
     # A student's copy: no solutions/, no key/.
     student = GradeOptions(root=tmp_path, build_dir=tmp_path, out_dir=tmp_path)
     result = _answers(hand_in, assignment, student)
-    assert not result.graded and result.score == 0 and result.count("not_graded") == 26
+    assert not result.graded and result.score == 0 and result.count("not_graded") == AUTOMATIC_POINTS
     # The autograder zip keeps the key under key/.
     (tmp_path / "key").mkdir()
     (tmp_path / "key" / "answers.yaml").write_bytes((root / "solutions" / "answers.yaml").read_bytes())
-    assert _answers(hand_in, assignment, student).score == 26
+    assert _answers(hand_in, assignment, student).score == AUTOMATIC_POINTS
     # An explicit key wins; a broken one grades nothing and tells staff why, not students.
     broken = tmp_path / "broken.yaml"
     broken.write_text("ridge: twelve\n")
@@ -517,8 +556,9 @@ def test_the_detailed_json_holds_the_answers():
     assert "answers" in result.to_dict() and result.to_dict()["answers"] is None
     result.answers = graded_answers("answers-partial")
     d = result.to_dict()
-    assert d["answers"]["score"] == 17 and d["answers"]["max_score"] == 26 and d["answers"]["manual_max"] == 3
-    assert d["score"] == 25 + 17 and d["max_score"] == 25 + 26
+    assert d["answers"]["score"] == 22 and d["answers"]["max_score"] == AUTOMATIC_POINTS
+    assert d["answers"]["manual_max"] == 3
+    assert d["score"] == 25 + 22 and d["max_score"] == 25 + AUTOMATIC_POINTS
     assert d["answers"]["questions"][3]["id"] == "tile32-reduction"
 
 

@@ -48,6 +48,22 @@ def test_the_sizes_that_catch_classic_mistakes_are_there(root):
     assert [c.j for c in a.part("naive").cases["timing"]] == [4096]
 
 
+def test_the_challenge_is_scored_against_cublas_as_extra_credit(root):
+    # assignment.yaml, part challenge: full speed points from 0.8 x cuBLAS, none at
+    # or below the tiled (4096^3) or rectangular (2048 x 4096 x 8192) reference.
+    a = load_assignment(root / "assignment.yaml")
+    challenge = a.part("challenge")
+    assert challenge.declaration == \
+        "void launchChallenge(const float* M, const float* N, float* P, int j, int k, int l)"
+    assert challenge.versus_cublas.full_at == 0.8
+    assert challenge.versus_cublas.zero_at_reference_of == ("tiled", "rectangular")
+    assert challenge.starter == "working" and a.uses_cublas
+    assert challenge.points == {"correctness": 5, "speed": 15} and challenge.extra_credit
+    assert challenge.counted_max == 0 and a.part("tiled").counted_max == 25
+    assert sum(p.counted_max for p in a.parts) == 100
+    assert a.grading["leaderboard_names"] == "alias"
+
+
 def test_case_shorthands_and_names(doc):
     a = parse_assignment(doc, path=None)
     naive = a.part("naive")

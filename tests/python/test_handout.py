@@ -14,9 +14,12 @@ import pytest
 import yaml
 from conftest import require_pdf_stack
 
-from tilelab.authoring.handout import reference_gpu, render_html, render_markdown, render_pdf, write_handouts
+from tilelab.authoring.handout import (HandoutError, reference_gpu, render_html, render_markdown, render_pdf,
+                                       write_handouts)
 from tilelab.outputs.report import fmt_percent, md_text
+from tilelab.spec.answers import key_working
 from tilelab.spec.assignment import load_assignment
+from tilelab.spec.reference_gpu import published_gflops
 
 ANSWER_KEY = Path("solutions") / "answers.yaml"
 # Answers that must never reach a student, and that the key is known to hold.
@@ -71,9 +74,9 @@ def _markdown_row(markdown: str, first_cell: str) -> list:
 def _part_section(markdown: str, assignment, part_id: str) -> str:
     """The Markdown of one part, from its heading to the next part's."""
     ids = [p.id for p in assignment.parts]
-    start = markdown.index(f"(`{part_id}`)")
-    following = ids[ids.index(part_id) + 1:]
-    end = markdown.index(f"(`{following[0]}`)") if following else markdown.index("## 3. Rubric")
+    number = ids.index(part_id) + 1
+    start = markdown.index(f"### Part {number}: ")
+    end = markdown.index(f"### Part {number + 1}: ") if number < len(ids) else markdown.index("## 3. Rubric")
     return markdown[start:end]
 
 
@@ -111,12 +114,20 @@ def test_the_rubric_has_the_points_of_assignment_yaml(root, assignment):
     markdown = render_markdown(assignment, root)
     for part in assignment.parts:
         correctness, speed = part.points["correctness"], part.points["speed"]
-        row = _markdown_row(markdown, md_text(f"{part.id}: {part.title}"))
-        assert row[1:] == [_points(correctness), _points(speed), _points(correctness + speed)]
-    parts_total = sum(p.points["correctness"] + p.points["speed"] for p in assignment.parts)
+        if part.extra_credit:
+            row = _markdown_row(markdown, md_text(f"{part.id}: {part.title} (extra credit)"))
+            assert row[1:] == [_points(correctness), _points(speed), f"+{_points(correctness + speed)}"]
+        else:
+            row = _markdown_row(markdown, md_text(f"{part.id}: {part.title}"))
+            assert row[1:] == [_points(correctness), _points(speed), _points(correctness + speed)]
+    # An extra-credit part is shown, but its points are not in the total (Part.counted_max).
+    counted = [p for p in assignment.parts if not p.extra_credit]
+    parts_total = sum(p.counted_max for p in assignment.parts)
     automatic = [q for q in assignment.questions if q.kind != "text"]
     questions_total = sum(q.points for q in automatic)
-    assert _markdown_row(markdown, "all parts")[3] == _points(parts_total)
+    assert _markdown_row(markdown, "all parts")[1:] == [_points(sum(p.points["correctness"] for p in counted)),
+                                                        _points(sum(p.points["speed"] for p in counted)),
+                                                        _points(parts_total)]
     assert _markdown_row(markdown, f"exercise questions ({len(automatic)}, graded automatically)")[3] == \
         _points(questions_total)
     assert _markdown_row(markdown, "**total**")[3] == f"**{_points(parts_total + questions_total)}**"
@@ -125,20 +136,69 @@ def test_the_rubric_has_the_points_of_assignment_yaml(root, assignment):
     assert _flat(f"total {_points(parts_total + questions_total)}") in _flat(page)
 
 
+def test_the_real_rubric_keeps_the_challenge_out_of_its_total(root, assignment):
+    # assignment.yaml: parts 1 to 5 are worth 15 + 25 + 20 + 20 + 20 = 100, the 31
+    # automatic questions 1 each; the challenge's 5 + 15 are extra credit.
+    markdown = render_markdown(assignment, root)
+    assert _markdown_row(markdown, "all parts")[1:] == ["70", "30", "100"]
+    assert _markdown_row(markdown, "**total**")[3] == "**131**"
+    assert _markdown_row(markdown, "challenge: Challenge: toward cuBLAS (extra credit)")[1:] == ["5", "15", "+20"]
+    assert "Part 6 (`challenge`) is extra credit: its 20 points come on top of the total of 131" in markdown
+    page = _flat(_visible_html(render_html(assignment, root)))
+    assert "challenge: Challenge: toward cuBLAS (extra credit) 5 15 +20" in page
+    assert "is extra credit: its 20 points come on top of the total of 131" in page
+
+
+def _timing_rows(markdown: str, part_id: str) -> list:
+    """The cells of every speed-table row of a part, in the order printed."""
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in markdown.splitlines()
+            if line.startswith(f"| {md_text(part_id)} | ")]
+
+
 def test_the_speed_targets_come_from_assignment_yaml_and_the_reference_gpu(root, assignment):
     gpu = reference_gpu(root)
-    assert set(gpu["reference"]) == {p.id for p in assignment.parts}
+    assert set(gpu["reference"]) == {p.id for p in assignment.parts} | {"cublas"}
     markdown = render_markdown(assignment, root)
     rule = assignment.speed
     for part in assignment.parts:
-        row = _markdown_row(markdown, md_text(part.id))
-        reference = gpu["reference"][part.id]["gflops"]
-        assert row[4] == f"{reference:,.0f}"
-        assert row[5] == fmt_percent(reference / gpu["fp32_fma_gflops"])
-        assert row[6] == f"{rule.full_at * reference:,.0f}"
-        assert row[7] == f"{rule.zero_at * reference:,.0f}"
+        rows = _timing_rows(markdown, part.id)
+        assert [row[1] for row in rows] == [f"{c.j} × {c.k} × {c.l}" for c in part.cases["timing"]], part.id
+        for case, row in zip(part.cases["timing"], rows):
+            size = (case.j, case.k, case.l)
+            reference = published_gflops(gpu, part.id, size)
+            if part.versus_cublas is None:
+                assert row[4] == f"{reference:,.0f}"
+                assert row[5] == fmt_percent(reference / gpu["fp32_fma_gflops"])
+                assert row[6] == f"{rule.full_at * reference:,.0f}"
+                assert row[7] == f"{rule.zero_at * reference:,.0f}"
+                continue
+            # Against cuBLAS: from full_at x cuBLAS, none at or below the first
+            # reference of zero_at_reference_of timed at this size.
+            cublas = published_gflops(gpu, "cublas", size)
+            floor = next(p for p in part.versus_cublas.zero_at_reference_of if published_gflops(gpu, p, size))
+            assert row[2] == f"{cublas:,.0f}"
+            assert row[3] == fmt_percent(cublas / gpu["fp32_fma_gflops"])
+            assert row[4] == f"{part.versus_cublas.full_at * cublas:,.0f}"
+            assert row[5] == f"{published_gflops(gpu, floor, size):,.0f}"
+            assert row[6] == f"`{floor}`"
+            assert row[7] == f"{reference:,.0f} ({fmt_percent(reference / cublas)})"
     assert f"{gpu['fp32_fma_gflops']:,.0f} GFLOP/s" in markdown
     assert f"from {100 * rule.full_at:.0f} % of the reference's rate" in markdown
+
+
+def test_the_challenge_rows_are_scored_against_cublas_not_its_reference(root, assignment):
+    # handouts/reference-gpu.yaml (H100, 2026-11-22): cuBLAS 51,661 and 51,929 GFLOP/s,
+    # tiled 9,256, rectangular 9,076, the challenge reference 47,670 and 47,833;
+    # assignment.yaml: full credit from 0.8 x cuBLAS.
+    markdown = render_markdown(assignment, root)
+    assert _timing_rows(markdown, "challenge") == [
+        ["challenge", "4096 × 4096 × 4096", "51,661", "78.7 %", "41,329", "9,256", "`tiled`", "47,670 (92.3 %)"],
+        ["challenge", "2048 × 4096 × 8192", "51,929", "79.1 %", "41,543", "9,076", "`rectangular`",
+         "47,833 (92.1 %)"],
+    ]
+    page = _flat(_visible_html(render_html(assignment, root)))
+    assert "challenge 4096 × 4096 × 4096 51,661 78.7 % 41,329 9,256 tiled 47,670 (92.3 %)" in page
+    assert "challenge 2048 × 4096 × 8192 51,929 79.1 % 41,543 9,076 rectangular 47,833 (92.1 %)" in page
 
 
 # --- an edit to assignment.yaml shows with no other edit -----------------------------------
@@ -184,11 +244,49 @@ def test_changed_points_and_sizes_in_assignment_yaml_change_the_handout(root, as
     assert str(replacement) in sizes and str(replaced) not in sizes
 
     gpu = reference_gpu(project)
-    new_target = 0.85 * gpu["reference"]["tiled"]["gflops"]
+    new_target = 0.85 * published_gflops(gpu, "tiled", (4096, 4096, 4096))
     assert _markdown_row(after, "tiled")[6] == f"{new_target:,.0f}"
 
     page = _visible_html(render_html(edited, project))
     assert str(replacement) in page and _flat(f"{new_row[1]} for correctness") in _flat(page)
+
+
+def test_the_challenge_rule_and_standing_in_assignment_yaml_change_the_handout(root, tmp_path):
+    def edit(doc):
+        part = next(p for p in doc["parts"] if p["id"] == "challenge")
+        part["versus_cublas"]["full_at"] = 0.9
+        part["points"]["extra_credit"] = False
+        doc["grading"]["leaderboard"]["names"] = "name"
+
+    project = _edited_project(root, tmp_path, edit)
+    edited = load_assignment(project / "assignment.yaml")
+    markdown = render_markdown(edited, project)
+    # 0.9 x cuBLAS 51,661 (reference-gpu.yaml)
+    assert _timing_rows(markdown, "challenge")[0][4] == f"{0.9 * 51661:,.0f}"
+    assert "All the speed points from 90 % of cuBLAS's rate" in markdown
+    # Counted now: in the total, and no longer called extra credit.
+    assert _markdown_row(markdown, "challenge: Challenge: toward cuBLAS")[1:] == ["5", "15", "20"]
+    assert _markdown_row(markdown, "all parts")[3] == "120"
+    assert "extra credit" not in markdown
+    assert "lists each hand-in under the name it was handed in as" in markdown
+
+
+@pytest.mark.parametrize("extra_credit", [True, False])
+def test_a_challenge_without_points_is_on_the_leaderboard_only(root, tmp_path, extra_credit):
+    def edit(doc):
+        part = next(p for p in doc["parts"] if p["id"] == "challenge")
+        part["points"] = {"correctness": 0, "speed": 0, "extra_credit": extra_credit}
+
+    project = _edited_project(root, tmp_path, edit)
+    edited = load_assignment(project / "assignment.yaml")
+    markdown = render_markdown(edited, project)
+    assert "**Points:** none; this part counts for the leaderboard only." in markdown
+    assert _markdown_row(markdown, "challenge: Challenge: toward cuBLAS (leaderboard only)")[1:] == ["0", "0", "0"]
+    assert "| challenge: Challenge: toward cuBLAS |" not in markdown
+    assert "Part 6 (`challenge`) earns no points: it is there for the leaderboard." in markdown
+    assert "extra credit" not in markdown
+    assert _markdown_row(markdown, "all parts")[3] == "100"
+    assert "for the leaderboard only." in _flat(_visible_html(render_html(edited, project)))
 
 
 def test_text_from_assignment_yaml_is_escaped_in_tables_and_html(root, tmp_path):
@@ -292,6 +390,8 @@ def test_the_ta_edition_holds_every_answer_and_every_hidden_case(root, assignmen
             assert _mentions(markdown, case.name) and _mentions(page, case.name), case.name
     for size in sizes:
         assert size in _flat(markdown) and size in page
+    # Each sanitizer set is a list item of its own.
+    assert not re.search(r"\S- \*compute-sanitizer", markdown)
 
 
 def test_the_student_edition_says_how_many_hidden_cases_each_part_has(root, assignment):
@@ -304,6 +404,93 @@ def test_the_student_edition_says_how_many_hidden_cases_each_part_has(root, assi
         listed = [size for line in section.splitlines() if line.startswith("- ")
                   for size in line.split(": ", 1)[1].split(", ")]
         assert sorted(listed) == sorted(public), part.id
+
+
+# --- the challenge part ---------------------------------------------------------------------------
+
+
+def test_the_challenge_section_says_how_it_is_scored_and_what_standing_it_has(root, assignment):
+    markdown = render_markdown(assignment, root)
+    section = _flat(_part_section(markdown, assignment, "challenge"))
+    page = _flat(_visible_html(render_html(assignment, root)))
+    sentences = [
+        "**Points:** 5 for correctness, 15 for speed, as extra credit: they come on top of the total in section 3",
+        "not compared with its reference solution but with cuBLAS SGEMM in FP32 (no TF32), which the grader times "
+        "at the same sizes on the grading GPU",
+        "All the speed points from 80 % of cuBLAS's rate; none at or below the rate of the reference solution of "
+        "`tiled` or `rectangular` at that size (whichever is timed there)",
+        "Timed at several sizes, the part gets the geometric mean of its fractions.",
+        "**The starter works:** unlike the other parts, `starter/challenge.cu` is a correct kernel",
+        "Gradescope asks for a pseudonym when you hand in",
+        "The class leaderboard that the course staff make with `tilelab batch` lists each hand-in under a stable "
+        "alias, never a name (your report tells you yours).",
+    ]
+    for sentence in sentences:
+        assert sentence in section, sentence
+        # The HTML says the same; its markup shows as spaces around code.
+        words = sentence.replace("**", "").replace("`", "").replace("(", "( ").replace(")", " )")
+        assert _flat(words) in _flat(page.replace("(", "( ").replace(")", " )")), sentence
+    assert "Part 6 (`challenge`) then goes past the textbook toward the speed of cuBLAS, for extra credit." \
+        in markdown
+
+
+def test_the_ladder_shows_each_rung_as_a_share_of_cublas(root, assignment):
+    # handouts/reference-gpu.yaml, from docs/measurements.md ("Challenge part", H100,
+    # 4096^3): the tiled reference, rungs 1 to 6 and the challenge reference against
+    # cuBLAS SGEMM's 51,661 GFLOP/s.
+    gpu = reference_gpu(root)
+    ladder = gpu["ladder"]["challenge"]
+    assert ladder["size"] == (4096, 4096, 4096) and published_gflops(gpu, "cublas", ladder["size"]) == 51661
+    section = _part_section(render_markdown(assignment, root), assignment, "challenge")
+    steps = ["start", "1", "2", "3", "4", "5", "6", "reference"]
+    rows = [line.split(" | ") for line in section.splitlines()
+            if line.startswith("| ") and line.split(" | ")[0][2:] in steps]
+    assert [row[0][2:] for row in rows] == steps
+    assert [row[2] for row in rows] == ["9,256", "16,101", "16,222", "23,355", "32,418", "35,467", "36,843", "47,670"]
+    assert [row[3].rstrip(" |") for row in rows] == \
+        ["17.9 %", "31.2 %", "31.4 %", "45.2 %", "62.8 %", "68.7 %", "71.3 %", "92.3 %"]
+    assert [row[1] for row in rows[1:-1]] == [md_text(r["technique"]) for r in ladder["rungs"]]
+    assert "solutions/" not in section  # students have no solutions/
+
+
+def test_the_ta_edition_names_each_rungs_kernel(root, assignment):
+    ladder = reference_gpu(root)["ladder"]["challenge"]
+    section = _part_section(render_markdown(assignment, root, "ta"), assignment, "challenge")
+    for rung in ladder["rungs"]:
+        assert (root / rung["file"]).is_file(), rung["file"]
+        assert f"`{rung['file']}`" in section
+    assert "`solutions/tiled.cu`" in section and "`solutions/challenge.cu`" in section
+    page = _flat(_visible_html(render_html(assignment, root, "ta")))
+    assert all(rung["file"] in page for rung in ladder["rungs"])
+
+
+def test_a_broken_ladder_is_named(root, tmp_path, assignment):
+    project = _edited_project(root, tmp_path, lambda doc: None)
+    path = project / "handouts" / "reference-gpu.yaml"
+    path.write_text(path.read_text().replace("        gflops: 16101\n", ""))
+    with pytest.raises(HandoutError, match=r"ladder\.challenge\.rungs\[0\]: must be \{technique"):
+        render_markdown(assignment, project)
+
+
+# --- the TA edition's key --------------------------------------------------------------------------
+
+
+def test_the_ta_edition_gives_the_working_under_each_answer(root, assignment):
+    working = key_working(root / ANSWER_KEY)
+    markdown = render_markdown(assignment, root, "ta")
+    page = _flat(_visible_html(render_html(assignment, root, "ta")))
+    for qid, text in working.items():
+        assert f"> *Working:* {md_text(text)}" in markdown, qid
+        assert _flat(f"Working: {text}") in page, qid
+    # The answer first, then how it comes; whole numbers in full.
+    ids = [q.id for q in assignment.questions]
+    for qid, answer, working_text in [("naive-roof", "388.75", "0.25 FLOP/B x 1555 GB/s = 388.75 GFLOP/s"),
+                                      ("regtile-global", "1073741824", "2 N^3 / L = 2^37 / 2^7 = 2^30")]:
+        block = markdown[markdown.index(f"**{ids.index(qid) + 1}. `{qid}`**"):]
+        assert block.index(f"> **Answer key:** {answer}\n") < block.index(working_text), qid
+    student = render_markdown(assignment, root)
+    assert "Working" not in student and "0.25 FLOP/B x 1555 GB/s" not in student
+    assert "2^30 = 1,073,741,824" not in student
 
 
 # --- the starter code and the question code ---------------------------------------------------

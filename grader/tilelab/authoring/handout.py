@@ -5,9 +5,11 @@ Everything in the handout comes from somewhere else, so it cannot drift:
                              targets, questions and the code they refer to
                              (read through `load_assignment` only);
   starter/<part file>        the code each part starts from, verbatim;
-  handouts/reference-gpu.yaml  what the grading GPU measured (ceilings and
-                             the reference solutions' GFLOP/s);
-  solutions/answers.yaml     the answer key (TA edition only).
+  handouts/reference-gpu.yaml  what the grading GPU measured (ceilings, the
+                             reference solutions' and cuBLAS's GFLOP/s, the
+                             challenge part's ladder);
+  solutions/answers.yaml     the answer key and the working written above
+                             each answer (TA edition only).
 
 As in report.py, the Python side builds one view of already-worded text
 (`_handout_view`) and the templates in handouts/ only lay it out, one for
@@ -15,8 +17,9 @@ Markdown and one for HTML, so the formats say the same thing.
 
 Two variants:
   student  public case sizes, the number of hidden cases, no answer key;
-  ta       adds every hidden and sanitizer case and the answer key after
-           each question. Never hand it to students.
+  ta       adds every hidden and sanitizer case, the answer key and its
+           working after each question, and the file of each rung of the
+           challenge ladder. Never hand it to students.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from pathlib import Path
 import yaml
 
 from ..grading.roofline import Ceilings
-from ..grading.scoring import case_points, speed_target
+from ..grading.scoring import CUBLAS, case_points, speed_target
 from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
-from ..spec.answers import ANSWERS_FILE, AnswerKeyError, load_key
+from ..spec.answers import ANSWERS_FILE, AnswerKeyError, key_working, load_key
 from ..spec.assignment import Assignment, Case, Part, Question
 from ..spec.matmul import intensity
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
@@ -104,11 +107,13 @@ def reference_gpu(root: Path) -> dict:
         raise HandoutError(str(e)) from None
 
 
-def _answer_key(root: Path, assignment: Assignment) -> dict:
+def _answer_key(root: Path, assignment: Assignment) -> tuple:
     """The key as the grader reads it (so `no` stays "no"), checked against
-    the questions: a TA edition with a gap in its key is not made."""
+    the questions: a TA edition with a gap in its key is not made. With it,
+    the working written above each answer (spec.answers.key_working)."""
     try:
-        return load_key(Path(root) / ANSWER_KEY_FILE, assignment.questions)
+        path = Path(root) / ANSWER_KEY_FILE
+        return load_key(path, assignment.questions), key_working(path)
     except AnswerKeyError as e:
         raise HandoutError(str(e)) from e
 
@@ -154,7 +159,7 @@ SHARED_MEMORY_RULES = {
 }
 
 
-def _part_view(number: int, part: Part, root: Path, ta: bool) -> dict:
+def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root: Path, ta: bool) -> dict:
     square = part.signature == "square"
     public, hidden = part.cases["public"], part.cases["hidden"]
     graded = len(public) + len(hidden)
@@ -178,7 +183,18 @@ def _part_view(number: int, part: Part, root: Path, ta: bool) -> dict:
         "starter_code": _starter_code(root, part),
         "hidden_rows": [],
         "sanitizer_sets": [],
+        "timed_sizes": len(part.cases["timing"]),
+        "extra_credit": part.extra_credit and not _leaderboard_only(part),
+        "leaderboard_only": _leaderboard_only(part),
+        "starter_works": part.starter == "working",
+        "versus_cublas": None,
     }
+    if part.versus_cublas is not None:
+        view["versus_cublas"] = {
+            "full_at": fmt_percent(part.versus_cublas.full_at),
+            "floor_parts": list(part.versus_cublas.zero_at_reference_of),
+            "ladder": _ladder_view(part, assignment, gpu, ta),
+        }
     if ta:
         view["hidden_rows"] = _case_rows(hidden)
         view["sanitizer_sets"] = [{"title": title, "rows": _case_rows(part.cases[name])}
@@ -186,20 +202,60 @@ def _part_view(number: int, part: Part, root: Path, ta: bool) -> dict:
     return view
 
 
-def _rubric_view(assignment: Assignment) -> dict:
+def _leaderboard_only(part: Part) -> bool:
+    """A part scored against cuBLAS with no points at all: it is there for the leaderboard."""
+    return part.versus_cublas is not None and part.points["correctness"] == 0 and part.points["speed"] == 0
+
+
+def _ladder_view(part: Part, assignment: Assignment, gpu: dict, ta: bool) -> dict:
+    """The rungs from the textbook's tiled kernel to the part's reference, each
+    as a share of cuBLAS at the ladder's size (reference-gpu.yaml: ladder)."""
+    ladder = gpu["ladder"].get(part.id)
+    if ladder is None:
+        return {"rows": [], "size": ""}
+    size = ladder["size"]
+    cublas = published_gflops(gpu, CUBLAS, size)
+
+    def row(step: str, technique: str, gflops, file: str) -> dict:
+        return {"step": step, "technique": technique, "gflops": fmt_gflops(gflops) if gflops else "not measured",
+                "of_cublas": fmt_percent(gflops / cublas) if gflops and cublas else "",
+                "file": file if ta else ""}
+
     rows = []
-    for part in assignment.parts:
+    floor = next((p for p in part.versus_cublas.zero_at_reference_of if published_gflops(gpu, p, size)), None)
+    if floor is not None:
+        number = [p.id for p in assignment.parts].index(floor) + 1
+        rows.append(row("start", f"the textbook's kernel: part {number} ({floor}), one value of P per thread",
+                        published_gflops(gpu, floor, size), f"solutions/{assignment.part(floor).file}"))
+    rows += [row(str(n), r["technique"], r["gflops"], r["file"]) for n, r in enumerate(ladder["rungs"], start=1)]
+    rows.append(row("reference", "the reference solution, which goes on from the last rung",
+                    published_gflops(gpu, part.id, size), f"solutions/{part.file}"))
+    return {"rows": rows, "size": " × ".join(str(n) for n in size), "device": gpu["device"],
+            "cublas": fmt_gflops(cublas) if cublas else "not measured at this size"}
+
+
+def _rubric_view(assignment: Assignment) -> dict:
+    """The parts that count, the questions and the total; then, outside the
+    total, the extra-credit and leaderboard-only parts (Part.counted_max)."""
+    counted = [p for p in assignment.parts if not (p.extra_credit or _leaderboard_only(p))]
+    rows, extra_rows = [], []
+    for number, part in enumerate(assignment.parts, start=1):
         correctness, speed = part.points["correctness"], part.points["speed"]
-        rows.append({"label": f"{part.id}: {part.title}", "correctness": fmt_points(correctness),
-                     "speed": fmt_points(speed), "total": fmt_points(correctness + speed)})
-    parts_total = sum(p.points["correctness"] + p.points["speed"] for p in assignment.parts)
+        row = {"label": f"{part.id}: {part.title}", "correctness": fmt_points(correctness),
+               "speed": fmt_points(speed), "total": fmt_points(correctness + speed)}
+        if part in counted:
+            rows.append(row)
+        else:
+            extra_rows.append({**row, "id": part.id, "number": number, "leaderboard_only": _leaderboard_only(part)})
+    parts_total = sum(p.counted_max for p in assignment.parts)
     automatic = [q for q in assignment.questions if q.kind != "text"]
     by_hand = [q for q in assignment.questions if q.kind == "text"]
     questions_total = sum(q.points for q in automatic)
     return {
         "rows": rows,
-        "correctness_total": fmt_points(sum(p.points["correctness"] for p in assignment.parts)),
-        "speed_total": fmt_points(sum(p.points["speed"] for p in assignment.parts)),
+        "extra_rows": extra_rows,
+        "correctness_total": fmt_points(sum(p.points["correctness"] for p in counted)),
+        "speed_total": fmt_points(sum(p.points["speed"] for p in counted)),
         "parts_total": fmt_points(parts_total),
         "question_count": len(automatic),
         "questions_total": fmt_points(questions_total),
@@ -214,13 +270,17 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
     # The grader's own roofline arithmetic, on the figures the grading GPU measured.
     ceilings = Ceilings(device_name=gpu["device"], device_uuid="", fp32_gflops=gpu["fp32_fma_gflops"],
                         dram_gbps=gpu["dram_gbps"], measured_at=gpu["measured"], raw={})
-    rows = []
+    rows, cublas_rows = [], []
     for part in assignment.parts:
         for case in part.cases["timing"]:
+            size = (case.j, case.k, case.l)
             # A figure measured at another size says nothing about this one (published_gflops).
             target = speed_target(ceilings, part, rule, lambda name, j, k, l: published_gflops(gpu, name, (j, k, l)),
-                                  case.j, case.k, case.l)
-            ai = intensity(case.j, case.k, case.l)
+                                  *size)
+            ai = intensity(*size)
+            if part.versus_cublas is not None:
+                cublas_rows.append(_cublas_row(part, case, target, ceilings, gpu))
+                continue
             row = {
                 "part": part.id,
                 "size": _full_size(case),
@@ -228,14 +288,11 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
                 "bound": fmt_gflops(ceilings.bound(ai)),
                 "memory_bound": ceilings.bound(ai) < ceilings.fp32_gflops,
                 "reference": "not measured at this size", "of_roof": "", "full_credit": "", "no_credit": "",
-                "versus_cublas": part.versus_cublas is not None, "cublas": "",
             }
             if target is not None:
-                if target.reference:
-                    row.update(reference=fmt_gflops(target.reference),
-                               of_roof=fmt_percent(target.reference / ceilings.fp32_gflops))
-                row.update(full_credit=fmt_gflops(target.full), no_credit=fmt_gflops(target.zero),
-                           cublas=fmt_gflops(target.cublas) if target.cublas else "")
+                row.update(reference=fmt_gflops(target.reference),
+                           of_roof=fmt_percent(target.reference / ceilings.fp32_gflops),
+                           full_credit=fmt_gflops(target.full), no_credit=fmt_gflops(target.zero))
             rows.append(row)
     return {
         "full_at": fmt_percent(rule.full_at),
@@ -246,10 +303,38 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
         "dram_gbps": fmt_gflops(ceilings.dram_gbps),
         "ridge": fmt_intensity(ceilings.ridge),
         "rows": rows,
-        "any_memory_bound": any(r["memory_bound"] for r in rows),
+        "cublas_rows": cublas_rows,
+        "cublas_parts": [{"number": n, "id": p.id, "full_at": fmt_percent(p.versus_cublas.full_at)}
+                         for n, p in enumerate(assignment.parts, start=1) if p.versus_cublas is not None],
+        "any_memory_bound": any(r["memory_bound"] for r in rows + cublas_rows),
         "repetitions": assignment.timing["repetitions"],
         "combined": any(len(p.cases["timing"]) > 1 for p in assignment.parts),
     }
+
+
+def _cublas_row(part: Part, case: Case, target, ceilings: Ceilings, gpu: dict) -> dict:
+    """A timed size of a part scored against cuBLAS: cuBLAS, the targets it
+    sets, the reference of the part that sets the floor, and the part's own
+    reference for scale."""
+    size = (case.j, case.k, case.l)
+    ai = intensity(*size)
+    row = {"part": part.id, "size": _full_size(case), "memory_bound": ceilings.bound(ai) < ceilings.fp32_gflops,
+           "cublas": "not measured at this size", "cublas_of_roof": "", "full_credit": "", "no_credit": "",
+           "floor_part": "", "floor": "", "reference": "", "reference_of_cublas": ""}
+    if target is None:
+        return row
+    floor_part = next(p for p in part.versus_cublas.zero_at_reference_of if published_gflops(gpu, p, size))
+    # cublas_target lowers the floor to half of full credit where the textbook kernel comes near cuBLAS.
+    if target.zero == published_gflops(gpu, floor_part, size):
+        row.update(floor_part=floor_part, floor=f"the reference of {floor_part}")
+    else:
+        row.update(floor="half of full credit")
+    row.update(cublas=fmt_gflops(target.cublas), cublas_of_roof=fmt_percent(target.cublas / ceilings.fp32_gflops),
+               full_credit=fmt_gflops(target.full), no_credit=fmt_gflops(target.zero))
+    if target.reference:
+        row.update(reference=fmt_gflops(target.reference),
+                   reference_of_cublas=fmt_percent(target.reference / target.cublas))
+    return row
 
 
 def _code_references(question: Question, question_code: dict) -> list:
@@ -265,13 +350,14 @@ def _code_references(question: Question, question_code: dict) -> list:
 
 def _answer_words(question: Question, answer) -> str:
     if question.kind == "number":
-        return f"{answer:.10g}"
+        # Whole numbers in full: 17179869184, not 1.717986918e+10.
+        return str(int(answer)) if float(answer).is_integer() and abs(answer) < 1e15 else f"{answer:.10g}"
     if question.kind == "choice":
         return f"{answer}: {question.options[answer]}"
     return str(answer)
 
 
-def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
+def _questions_view(assignment: Assignment, key: dict, working: dict, ta: bool) -> list:
     code = assignment.question_code
     references = {q.id: _code_references(q, code) for q in assignment.questions}
     referenced = {name for names in references.values() for name in names}
@@ -308,6 +394,7 @@ def _questions_view(assignment: Assignment, key: dict, ta: bool) -> list:
             "option_ids": ", ".join(q.options),
             "code_before": code_before,
             "answer": _answer_words(q, key[q.id]) if ta else "",
+            "working": working.get(q.id, "") if ta else "",
         })
     return views
 
@@ -325,16 +412,21 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     root = Path(root)
     ta = variant == "ta"
-    key = _answer_key(root, assignment) if ta else {}
+    key, working = _answer_key(root, assignment) if ta else ({}, {})
+    gpu = reference_gpu(root)
+    parts = [_part_view(n, p, assignment, gpu, root, ta) for n, p in enumerate(assignment.parts, start=1)]
     return {
         "ta": ta,
         "title": assignment.title,
         "first_part": assignment.parts[0].id,
-        "parts": [_part_view(n, p, root, ta) for n, p in enumerate(assignment.parts, start=1)],
+        "parts": parts,
+        # The parts past the textbook, for the introduction.
+        "beyond": [p for p in parts if p["versus_cublas"]],
+        "leaderboard_alias": assignment.grading["leaderboard_names"] == "alias",
         "rubric": _rubric_view(assignment),
-        "speed": _speed_view(assignment, reference_gpu(root)),
+        "speed": _speed_view(assignment, gpu),
         "tolerance": _tolerance_view(assignment),
-        "questions": _questions_view(assignment, key, ta),
+        "questions": _questions_view(assignment, key, working, ta),
         "answers_path": f"{STARTER_DIR}/{ANSWERS_FILE}",
         "answer_key_path": ANSWER_KEY_FILE,
     }

@@ -568,6 +568,33 @@ def grade_answers(path: Path, questions: tuple, key: Optional[dict], *,
 # --- the key -----------------------------------------------------------------------
 
 
+def key_working(path: Path) -> dict:
+    """The working written into the key: question id -> the comment lines
+    just above its answer (from column 0, no blank line between), joined
+    into one paragraph. Answers without such a comment are left out. Staff
+    views only (the TA edition of the handout)."""
+    path = Path(path)
+    try:
+        entries = read_answers_file(path, str(path), limit=16 * MAX_BYTES)
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except _FileProblem as p:
+        raise AnswerKeyError(p.message) from None
+    except OSError as e:
+        raise AnswerKeyError(f"{path}: cannot read the answer key ({e.strerror})") from None
+    working = {}
+    for text, line, _ in entries:
+        above = []
+        i = line - 2  # the line before the answer's, counted from 0
+        # A comment indented under an answer belongs to it, not to the next one.
+        while i >= 0 and lines[i].startswith("#"):
+            above.append(lines[i][1:].strip())
+            i -= 1
+        paragraph = " ".join(w for w in reversed(above) if w)
+        if text is not None and paragraph:
+            working[text] = paragraph
+    return working
+
+
 def load_key(path: Path, questions: tuple = ()) -> dict:
     """The answer key: question id -> a float (number questions), an option
     id (choice) or a model answer (text). With `questions`, every question

@@ -1,8 +1,10 @@
 """The course's grading GPU, as published: handouts/reference-gpu.yaml.
 
 What `tilelab calibrate` measured on the GPU the course grades on: its
-ceilings and each reference solution's GFLOP/s at its timing size. The
-handout shows these figures, and `tilelab check` on a student's machine,
+ceilings and each reference solution's GFLOP/s at its timing size (and
+cuBLAS SGEMM's, for a part scored against it), and the ladder of a part
+that goes beyond the textbook: the GFLOP/s of each rung on the way to its
+reference. The handout shows these figures, and `tilelab check` on a student's machine,
 which has no reference solutions to time, estimates its speed targets from
 them. The grader itself never scores with them: it times the references on
 the GPU it grades on.
@@ -30,9 +32,42 @@ def _positive_number(value, where: str) -> float:
     return float(value)
 
 
+def _size(value, where: str) -> tuple:
+    if not (isinstance(value, list) and len(value) == 3
+            and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in value)):
+        raise ReferenceGpuError(f"{where}: must be [j, k, l], got {value!r}")
+    return tuple(value)
+
+
+def _ladders(raw, where: str) -> dict:
+    """ladder: {part id: {size: [j, k, l], rungs: [{technique, file, gflops}, ...]}}."""
+    if not isinstance(raw, dict):
+        raise ReferenceGpuError(f"{where}: must map part ids to {{size, rungs}}")
+    ladders = {}
+    for part_id, ladder in raw.items():
+        at = f"{where}.{part_id}"
+        if not isinstance(ladder, dict) or set(ladder) != {"size", "rungs"}:
+            raise ReferenceGpuError(f"{at}: must be {{size: [j, k, l], rungs: [...]}}")
+        if not isinstance(ladder["rungs"], list) or not ladder["rungs"]:
+            raise ReferenceGpuError(f"{at}.rungs: must be a non-empty list")
+        rungs = []
+        for i, rung in enumerate(ladder["rungs"]):
+            if not isinstance(rung, dict) or set(rung) != {"technique", "file", "gflops"}:
+                raise ReferenceGpuError(f"{at}.rungs[{i}]: must be {{technique: text, file: name, gflops: number}}")
+            for key in ("technique", "file"):
+                if not isinstance(rung[key], str) or not rung[key].strip():
+                    raise ReferenceGpuError(f"{at}.rungs[{i}].{key}: must be a non-empty text")
+            rungs.append({"technique": rung["technique"].strip(), "file": rung["file"].strip(),
+                          "gflops": _positive_number(rung["gflops"], f"{at}.rungs[{i}].gflops")})
+        ladders[str(part_id)] = {"size": _size(ladder["size"], f"{at}.size"), "rungs": rungs}
+    return ladders
+
+
 def load_reference_gpu(root: Path) -> dict:
     """{"device", "measured", "fp32_fma_gflops", "dram_gbps",
-        "reference": {part id or "cublas": [{"size": (j, k, l), "gflops"}, ...]}}."""
+        "reference": {part id or "cublas": [{"size": (j, k, l), "gflops"}, ...]},
+        "ladder": {part id: {"size": (j, k, l), "rungs": [{"technique", "file", "gflops"}, ...]}}}
+    (ladder is optional in the file, {} without it)."""
     path = Path(root) / REFERENCE_GPU_PATH
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -60,11 +95,8 @@ def load_reference_gpu(root: Path) -> dict:
             at = f"{where}[{i}]" if isinstance(entries, list) else where
             if not isinstance(entry, dict) or set(entry) != {"size", "gflops"}:
                 raise ReferenceGpuError(f"{at}: must be {{size: [j, k, l], gflops: number}}")
-            size = entry["size"]
-            if not (isinstance(size, list) and len(size) == 3
-                    and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in size)):
-                raise ReferenceGpuError(f"{at}.size: must be [j, k, l], got {size!r}")
-            figures.append({"size": tuple(size), "gflops": _positive_number(entry["gflops"], f"{at}.gflops")})
+            figures.append({"size": _size(entry["size"], f"{at}.size"),
+                            "gflops": _positive_number(entry["gflops"], f"{at}.gflops")})
         reference[str(part_id)] = figures
     return {
         "device": str(doc["device"]),
@@ -72,6 +104,7 @@ def load_reference_gpu(root: Path) -> dict:
         "fp32_fma_gflops": _positive_number(doc["fp32_fma_gflops"], f"{path}: fp32_fma_gflops"),
         "dram_gbps": _positive_number(doc["dram_gbps"], f"{path}: dram_gbps"),
         "reference": reference,
+        "ladder": _ladders(doc.get("ladder", {}), f"{path}: ladder"),
     }
 
 
