@@ -469,6 +469,21 @@ def test_check_names_the_rule_its_targets_come_from(result):
     assert "Speed targets (~) are estimates: this machine has no reference solutions to time" in text
 
 
+def test_check_shows_each_size_of_the_challenge_against_cublas():
+    from rich.console import Console
+
+    from grade_fixtures import LADDER_H100, challenge_result
+    from tilelab.outputs.check_view import print_check
+
+    result = challenge_result(LADDER_H100["transposed tile"])  # 32,418 and 32,876 GFLOP/s
+    console = Console(record=True, width=200)
+    print_check(result, console)
+    text = console.export_text()
+    # Full credit from 0.8 x cuBLAS: 41,329 at 4096^3 (cuBLAS 51,661), 41,543 at 2048 x 4096 x 8192 (51,929).
+    assert "32418 / 41329 GFLOP/s (63% of cuBLAS)" in text and "32876 / 41543 GFLOP/s (63% of cuBLAS)" in text
+    assert "a share of cuBLAS SGEMM (FP32) timed here" in text and "extra" in text
+
+
 # The challenge part, scored against cuBLAS (grade_fixtures: the H100 figures
 # of docs/measurements.md, 2026-11-22).
 

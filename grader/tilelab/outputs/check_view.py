@@ -31,11 +31,15 @@ def print_check(result: GradeResult, console: Console = None) -> None:
         speed = _cell(p.stages["speed"].status)
         if p.speed is not None:
             estimated = "~" if p.speed.rule == ESTIMATED_RULE else ""
-            speed = f"{p.speed.gflops:.0f} / {estimated}{p.speed.target_gflops:.0f} GFLOP/s"
+            # Every timed size: a part scored against cuBLAS is timed at two.
+            speed = "\n".join(f"{t.gflops:.0f} / {estimated}{t.target_gflops:.0f} GFLOP/s"
+                               + (f" ({100 * t.of_cublas:.0f}% of cuBLAS)" if t.of_cublas is not None else "")
+                               for t in (p.speeds or [p.speed]))
         build = _cell("failed" if "failed" in (p.stages["static"].status, p.stages["build"].status)
                       else p.stages["build"].status)
         table.add_row(p.id, build, cases, _cell(p.stages["launch"].status), _cell(p.stages["memcheck"].status),
-                      _cell(p.stages["racecheck"].status), speed, f"{p.score:.1f} / {p.max_score:.1f}")
+                      _cell(p.stages["racecheck"].status), speed,
+                      f"{p.score:.1f} / {p.max_score:.1f}" + (" extra" if p.extra_credit else ""))
     console.print(table)
     timed = [p.speed for p in result.parts if p.speed is not None]
     if any(s.rule == ESTIMATED_RULE for s in timed):
@@ -43,7 +47,9 @@ def print_check(result: GradeResult, console: Console = None) -> None:
                       "is the reference's share of the FP32 roof on the course's grading GPU, applied to this GPU. "
                       "The grader times the real references on its own GPU.")
     elif timed:
-        console.print("Speed targets: a share of the reference solution's speed, timed on this GPU.")
+        console.print("Speed targets: a share of the reference solution's speed, timed on this GPU"
+                      + ("; for a part scored against cuBLAS, a share of cuBLAS SGEMM (FP32) timed here."
+                         if any(s.versus == "cublas" for s in timed) else "."))
     for note in result.notes:
         console.print(f"[yellow]{note}[/yellow]")
     for p in result.parts:
