@@ -39,7 +39,9 @@ def test_the_references_are_timed_once_then_reused(build, device, assignment, ca
     took = time.monotonic() - started
     assert fresh and first.device_uuid == device["uuid"]
     timed = {(s.part, s.case) for s in first.speeds}
-    assert timed == {(p.id, f"{c.j}x{c.k}x{c.l}") for p in assignment.parts for c in p.cases["timing"]}
+    sizes = {p.id: {f"{c.j}x{c.k}x{c.l}" for c in p.cases["timing"]} for p in assignment.parts}
+    cublas = {("cublas", size) for p in assignment.parts if p.versus_cublas for size in sizes[p.id]}
+    assert timed == {(part, size) for part, part_sizes in sizes.items() for size in part_sizes} | cublas
     for s in first.speeds:
         assert len(s.runs) == assignment.speed.runs and min(s.runs) > 0
         assert s.spread < 0.05, f"{s.part}: runs {s.runs} spread more than 5 %"

@@ -205,8 +205,8 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
     speeds = []
     for case in part.cases["timing"]:
         measured = []
-        for name in (f"{case.name}-run{r + 1}" for r in range(runs)):
-            v = verdict.get(name)
+        for entry in (f"{case.name}-run{r + 1}" for r in range(runs)):
+            v = verdict.get(entry)
             if v is None:
                 raise CalibrationError(f"the reference of {name} was not timed at {case.name}")
             if not v["passed"]:
