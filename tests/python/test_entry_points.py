@@ -167,7 +167,9 @@ def test_setup_makes_the_sandbox_user_and_closes_the_key_to_it(autograder, assig
 def test_the_reference_solutions_build_and_the_gpu_stages_say_why_they_did_not_run(graded_solutions, assignment):
     doc, grade, stdout = graded_solutions
     builds = [t for t in doc["tests"] if t["name"].endswith(": build")]
-    assert [t["name"] for t in builds] == [f"{p.title}: build" for p in assignment.parts]
+    # An extra-credit part says so in its tests' names (its points are on top of the total).
+    assert [t["name"] for t in builds] == [f"{p.title}{' (extra credit)' if p.extra_credit else ''}: build"
+                                           for p in assignment.parts]
     assert all(t["status"] == "passed" for t in builds), [t["output"] for t in builds if t["status"] != "passed"]
     parts = {p["id"]: p for p in grade["parts"]}
     assert set(parts) == {p.id for p in assignment.parts}
