@@ -88,6 +88,7 @@ def _absolute(args: list, directory: Path) -> list:
 
 def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter") -> dict:
     """Each part's PartRecipe, read from the prebuilt tree (RecipeError when it lacks one)."""
+    prebuilt = Path(prebuilt).resolve()  # the commands run from the hand-in's own folder
     try:
         commands = json.loads((prebuilt / "compile_commands.json").read_text())
     except (OSError, ValueError) as e:
