@@ -2,18 +2,23 @@
 
 The hand-in's part files are copied into a fresh directory (only the files
 the assignment names; links are refused earlier, by the static checks) and
-built by the project's own CMake in a fresh tree that links the harness
-libraries of an existing build (TILELAB_PREBUILT_HARNESS), so nothing but the
-parts is compiled. Each part is compiled alone, its object's symbols are
-audited, then it is linked: a compile error, a forbidden symbol and a link
-error (most often a launcher with the wrong signature) are three different
-messages, and each costs that part only.
+built like a compiler builds, not like a project: each part file is compiled
+with the exact command the prebuilt tree compiles that part's starter with,
+and linked with the command that links the starter's executable, its
+`part_main` object and the harness libraries reused as they are (PartRecipe).
+No CMake runs per hand-in, and all parts build at once. Each part is
+compiled alone, its object's symbols are audited, then it is linked: a
+compile error, a forbidden symbol and a link error (most often a launcher
+with the wrong signature) are three different messages, and each costs that
+part only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,30 +53,81 @@ def compiler_messages(log: str, max_lines: int = MAX_KEPT_LINES) -> str:
     return "\n".join(process.clip_lines(lines, max_lines))
 
 
-def _cmake() -> str:
-    """cmake's absolute path: the sandbox's bare PATH may not hold its directory
-    (pip installs it into a venv). CMake then names make and nvcc by absolute
-    path itself, from its cache."""
-    path = shutil.which("cmake")
-    if path is None:
-        raise FileNotFoundError("cmake is not on PATH")
-    return path
+class RecipeError(RuntimeError):
+    """The prebuilt tree does not say how it builds a part (not the student's fault)."""
+
+
+@dataclass(frozen=True)
+class PartRecipe:
+    """How the prebuilt tree builds one part: the exact compile command of its
+    starter's part file and the link command of its starter's executable
+    (CMake's compile_commands.json and link.txt). A hand-in's part is built
+    with the same two commands, its own file and object swapped in: the same
+    compiler, flags and architectures, and the part's `part_main` object and
+    harness libraries reused as they are. No CMake runs per hand-in."""
+
+    compile_argv: tuple  # with {source} and {object} placeholders
+    link_argv: tuple  # with {object} and {binary} placeholders
+
+    def compile_command(self, source: Path, obj: Path) -> list:
+        return [str(source) if a == "{source}" else str(obj) if a == "{object}" else a for a in self.compile_argv]
+
+    def link_command(self, obj: Path, binary: Path) -> list:
+        return [str(obj) if a == "{object}" else str(binary) if a == "{binary}" else a for a in self.link_argv]
+
+
+def _absolute(args: list, directory: Path) -> list:
+    """The command with each path relative to the build directory made absolute, so it runs from anywhere."""
+    out = []
+    for a in args:
+        if not a.startswith("-") and not os.path.isabs(a) and (directory / a).exists():
+            a = str(directory / a)
+        out.append(a)
+    return out
+
+
+def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter") -> dict:
+    """Each part's PartRecipe, read from the prebuilt tree (RecipeError when it lacks one)."""
+    prebuilt = Path(prebuilt).resolve()  # the commands run from the hand-in's own folder
+    try:
+        commands = json.loads((prebuilt / "compile_commands.json").read_text())
+    except (OSError, ValueError) as e:
+        raise RecipeError(f"{prebuilt} has no readable compile_commands.json ({e}): build it again") from None
+    recipes = {}
+    for part in parts:
+        target = f"{starter_set}_{part.id}"
+        entry = next((c for c in commands if f"/{target}_object.dir/" in c.get("command", "")), None)
+        link_file = prebuilt / "CMakeFiles" / f"{target}.dir" / "link.txt"
+        if entry is None or not link_file.is_file():
+            raise RecipeError(f"{prebuilt} does not say how it builds {target}: build it again")
+        directory = Path(entry["directory"])
+        compile_args = _absolute(shlex.split(entry["command"]), directory)
+        link_args = _absolute(shlex.split(link_file.read_text().strip()), prebuilt)
+        try:
+            compile_args[compile_args.index("-c") + 1] = "{source}"
+            compile_args[compile_args.index("-o") + 1] = "{object}"
+            starter_object = next(a for a in link_args if a.endswith(".o") and f"/{target}_object.dir/" in a)
+            link_args[link_args.index(starter_object)] = "{object}"
+            link_args[link_args.index("-o") + 1] = "{binary}"
+        except (ValueError, IndexError, StopIteration):
+            raise RecipeError(f"{prebuilt}: the commands that build {target} are not in a form the grader "
+                              "knows") from None
+        recipes[part.id] = PartRecipe(tuple(compile_args), tuple(link_args))
+    return recipes
 
 
 class SubmissionBuild:
-    """A build tree for one hand-in."""
+    """The build of one hand-in: each part compiled and linked like the
+    prebuilt tree's own parts (PartRecipe), in a folder of its own."""
 
-    def __init__(self, root: Path, prebuilt: Path, work_dir: Path, sandbox=None, assignment_file: Optional[Path] = None):
-        self.root = root
+    def __init__(self, prebuilt: Path, work_dir: Path, sandbox=None):
         self.prebuilt = prebuilt
         self.sources = work_dir / "sources"
         self.tree = work_dir / "build"
-        self.configure_output = ""
+        self.recipes: dict = {}
         # Compiling follows the student's #include directives (and could print
-        # any file they name), so it runs in the sandbox; the tree is also
-        # configured against an assignment file without hidden cases.
+        # any file they name), so it runs in the sandbox.
         self.sandbox = sandbox
-        self.assignment_file = assignment_file
 
     def copy_sources(self, files: list) -> None:
         """Copies the named part files (already checked to be plain files)."""
@@ -82,26 +138,14 @@ class SubmissionBuild:
             (self.sources / src.name).chmod(0o644)
         self.sources.chmod(0o755)
 
-    def configure(self, timeout_s: float) -> bool:
-        # Configuring runs no student code (CMake only checks which part files
-        # exist), so the grader does it; the tree then becomes the sandbox's.
+    def prepare(self, parts: list) -> None:
+        """Reads how the prebuilt tree builds these parts (RecipeError when it
+        cannot say) and gives the build folder to the sandbox."""
+        self.recipes = load_recipes(self.prebuilt, parts)
         shutil.rmtree(self.tree, ignore_errors=True)
-        assignment = [f"-DTILELAB_ASSIGNMENT={self.assignment_file}"] if self.assignment_file else []
-        done = process.run(
-            [
-                _cmake(), "-S", self.root, "-B", self.tree,
-                f"-DTILELAB_SUBMISSION_DIR={self.sources}",
-                f"-DTILELAB_PREBUILT_HARNESS={self.prebuilt}",
-                "-DCMAKE_BUILD_TYPE=Release",
-                *assignment,
-                *self._inherited_cache_settings(),
-            ],
-            timeout_s,
-        )
-        self.configure_output = done.output
-        if done.exit_code == 0 and self.sandbox is not None:
+        self.tree.mkdir(parents=True)
+        if self.sandbox is not None:
             self.sandbox.own(self.tree)
-        return done.exit_code == 0
 
     def seal(self) -> None:
         """After the build: the tree becomes the grader's, so code run later
@@ -109,33 +153,21 @@ class SubmissionBuild:
         if self.sandbox is not None:
             self.sandbox.reclaim(self.tree)
 
-    def _inherited_cache_settings(self) -> list:
-        """The prebuilt tree's compiler and architectures, so the parts are built
-        exactly like the harness they link with."""
-        wanted = ("CMAKE_CUDA_COMPILER", "CMAKE_CUDA_ARCHITECTURES", "Python3_EXECUTABLE")
-        settings = []
-        cache = self.prebuilt / "CMakeCache.txt"
-        if cache.exists():
-            for line in cache.read_text(errors="replace").splitlines():
-                m = re.match(r"^([A-Za-z0-9_]+):[A-Z]+=(.*)$", line)
-                if m and m.group(1) in wanted and m.group(2):
-                    settings.append(f"-D{m.group(1)}={m.group(2)}")
-        return settings
-
     def build_part(self, part: Part, timeout_s: float) -> PartBuild:
-        target = f"submission_{part.id}"
-        compiled = self._build_target(f"{target}_object", timeout_s)
+        recipe = self.recipes[part.id]
+        obj, binary = self.tree / f"{part.id}.o", self.tree / part.id
+        compiled = self._run(recipe.compile_command(self.sources / part.file, obj), timeout_s)
         seconds = compiled.seconds
         if compiled.timed_out:
             return PartBuild("compile", f"compiling {part.file} took longer than {timeout_s:.0f} s",
                              "", None, seconds)
-        if compiled.exit_code != 0:
+        if compiled.exit_code != 0 or not obj.is_file():
             return PartBuild("compile", f"{part.file} does not compile",
                              compiler_messages(compiled.output), None, seconds)
-        audit = audit_object(self._object_file(part))
+        audit = audit_object(obj)
         if not audit.ok:
             return PartBuild("audit", audit.summary, audit.details, None, seconds)
-        linked = self._build_target(target, timeout_s)
+        linked = self._run(recipe.link_command(obj, binary), timeout_s)
         seconds += linked.seconds
         if linked.exit_code != 0 or linked.timed_out:
             return PartBuild(
@@ -143,17 +175,10 @@ class SubmissionBuild:
                 f"{part.file} compiles but does not link: is {part.launcher} declared exactly as the contract says?",
                 compiler_messages(linked.output), None, seconds,
             )
-        binary = self.tree / "submission" / part.id
         return PartBuild(None, f"{part.file} compiled and linked", "", binary, seconds)
 
-    def _build_target(self, target: str, timeout_s: float) -> process.Completed:
-        # One make process per target: parallel parts do not share a job
-        # server, and a part that takes forever to compile stops only itself.
+    def _run(self, argv: list, timeout_s: float) -> process.Completed:
+        # Each part is its own compiler process: a part that takes forever to
+        # compile stops only itself.
         env = self.sandbox.env(self.tree) if self.sandbox is not None else dict(os.environ)
-        env["MAKEFLAGS"] = ""
-        return process.run([_cmake(), "--build", self.tree, "--target", target], timeout_s, env=env,
-                           sandbox=self.sandbox)
-
-    def _object_file(self, part: Part) -> Path:
-        listing = self.tree / "submission" / f"{part.id}.objects"
-        return Path(listing.read_text().split(";")[0].strip())
+        return process.run(argv, timeout_s, cwd=self.tree, env=env, sandbox=self.sandbox)

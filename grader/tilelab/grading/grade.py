@@ -34,7 +34,6 @@ from typing import Callable, Optional
 from ..spec.answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
 from ..spec.assignment import Assignment, Part, load_assignment
 from ..spec.matmul import matmul_flop
-from ..spec.public import public_assignment_text
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu
 from ..system import process
 from ..system.atomic import write_atomically
@@ -43,7 +42,7 @@ from ..system.paths import (ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFEREN
                             unbuilt_reason)
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
 from . import calibration, roofline
-from .build import SubmissionBuild
+from .build import RecipeError, SubmissionBuild
 from .build_cache import BuildCache
 from .diagnose import STATUS_HINTS, case_hints
 from .launch_checks import check_launches, launch_rows
@@ -422,18 +421,15 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
     submission_dir = work / _private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
-    public_assignment = submission_dir / "assignment.yaml"
-    public_assignment.write_text(public_assignment_text(opt.root))
-    public_assignment.chmod(0o644)
-    builder = SubmissionBuild(opt.root, opt.build_dir, submission_dir, sandbox=opt.sandbox,
-                              assignment_file=public_assignment)
+    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=opt.sandbox)
     builder.copy_sources([s.source for s in todo])
     limit = assignment.grading["time_limits"]["build"]
-    if not builder.configure(limit):
+    try:
+        builder.prepare([s.part for s in todo])
+    except RecipeError as e:
         for s in todo:
-            s.set("build", "error", "the grader could not configure the build (not your fault)",
-                  builder.configure_output[-4000:])
-            s.skip_from("correctness", "not run: the build could not be configured")
+            s.set("build", "error", "the grader could not prepare the build (not your fault)", str(e))
+            s.skip_from("correctness", "not run: the build could not be prepared")
         return builder.sources
     with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
         builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))

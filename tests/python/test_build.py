@@ -1,0 +1,70 @@
+"""Building a hand-in like a compiler (tilelab.grading.build): the recipes
+read from the project's own build tree, and what happens when a tree cannot
+give them."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tilelab.grading.build import RecipeError, SubmissionBuild, load_recipes
+from tilelab.spec.assignment import load_assignment
+
+
+def build_dir() -> Path:
+    path = os.environ.get("TILELAB_BUILD_DIR")
+    if not path or not (Path(path) / "compile_commands.json").exists():
+        pytest.skip("skipped: needs a built project (run through ctest)")
+    return Path(path)
+
+
+def test_each_part_is_built_with_the_commands_of_its_starter(root):
+    assignment = load_assignment(root / "assignment.yaml")
+    recipes = load_recipes(build_dir(), list(assignment.parts))
+    assert set(recipes) == {p.id for p in assignment.parts}
+    naive = recipes["naive"]
+    command = naive.compile_command(Path("/x/naive.cu"), Path("/y/naive.o"))
+    assert Path(command[0]).name == "nvcc" and command[command.index("-c") + 1] == "/x/naive.cu"
+    assert command[command.index("-o") + 1] == "/y/naive.o" and "-lineinfo" in command
+    link = naive.link_command(Path("/y/naive.o"), Path("/y/naive"))
+    assert "/y/naive.o" in link and link[link.index("-o") + 1] == "/y/naive"
+    # Everything else it names is the prebuilt tree's, by absolute path: part_main and the harness.
+    assert any(a.endswith("starter_naive.dir/grader/harness/part_main.cu.o") and Path(a).is_file() for a in link)
+    assert any(a.endswith("libtilelab_harness.a") and Path(a).is_absolute() for a in link)
+    assert not any("starter_naive_object.dir" in a for a in link)
+    # A tree named by a relative path gives the same commands: they run from the hand-in's own folder.
+    relative = load_recipes(Path(os.path.relpath(build_dir())), list(assignment.parts))
+    assert relative["naive"] == naive
+
+
+def test_a_tree_that_cannot_say_how_it_builds_is_the_graders_fault(root, tmp_path):
+    assignment = load_assignment(root / "assignment.yaml")
+    with pytest.raises(RecipeError, match="no readable compile_commands.json"):
+        load_recipes(tmp_path, list(assignment.parts))
+    (tmp_path / "compile_commands.json").write_text(json.dumps([]))
+    with pytest.raises(RecipeError, match="does not say how it builds starter_naive"):
+        load_recipes(tmp_path, list(assignment.parts))
+
+
+def test_compile_error_audit_and_link_error_keep_their_three_messages(root, tmp_path):
+    assignment = load_assignment(root / "assignment.yaml")
+    naive = assignment.part("naive")
+    cases = {
+        "compile": (root / "tests/submissions/naive-compile-error/naive.cu", "naive.cu does not compile"),
+        "audit": (root / "tests/submissions/naive-cublas/naive.cu", "cublas"),
+        "link": (root / "tests/submissions/wrong-signature/naive.cu", "does not link"),
+        None: (root / "solutions/naive.cu", "compiled and linked"),
+    }
+    prebuilt = build_dir()
+    for step, (source, words) in cases.items():
+        work = tmp_path / str(step)
+        builder = SubmissionBuild(prebuilt, work)
+        builder.copy_sources([source])
+        builder.prepare([naive])
+        built = builder.build_part(naive, 300)
+        assert built.failed_step == step and words in (built.summary + built.details), (step, built.summary)
+        if step is None:
+            assert built.binary.is_file() and os.access(built.binary, os.X_OK)
+        shutil.rmtree(work)
