@@ -46,6 +46,10 @@ def test_a_tree_that_cannot_say_how_it_builds_is_the_graders_fault(root, tmp_pat
     (tmp_path / "compile_commands.json").write_text(json.dumps([]))
     with pytest.raises(RecipeError, match="does not say how it builds starter_naive"):
         load_recipes(tmp_path, list(assignment.parts))
+    # A Ninja tree has compile_commands.json but no link.txt: the message says what to do.
+    (tmp_path / "CMakeCache.txt").write_text("CMAKE_GENERATOR:INTERNAL=Ninja\n")
+    with pytest.raises(RecipeError, match='configured with the Ninja generator.*-G "Unix Makefiles"'):
+        load_recipes(tmp_path, list(assignment.parts))
 
 
 def test_compile_error_audit_and_link_error_keep_their_three_messages(root, tmp_path):

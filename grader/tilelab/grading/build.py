@@ -86,6 +86,19 @@ def _absolute(args: list, directory: Path) -> list:
     return out
 
 
+def _generator_advice(prebuilt: Path) -> str:
+    """Why a tree may lack link.txt: it was configured for another generator than Make."""
+    try:
+        cache = (prebuilt / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return ""
+    found = re.search(r"^CMAKE_GENERATOR:INTERNAL=(.*)$", cache, re.M)
+    if found and "Makefiles" not in found.group(1):
+        return (f" (it was configured with the {found.group(1)} generator; the grader reads the link commands "
+                f"of a Makefile tree: configure it with -G \"Unix Makefiles\")")
+    return ""
+
+
 def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter") -> dict:
     """Each part's PartRecipe, read from the prebuilt tree (RecipeError when it lacks one)."""
     prebuilt = Path(prebuilt).resolve()  # the commands run from the hand-in's own folder
@@ -99,7 +112,8 @@ def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter") -> d
         entry = next((c for c in commands if f"/{target}_object.dir/" in c.get("command", "")), None)
         link_file = prebuilt / "CMakeFiles" / f"{target}.dir" / "link.txt"
         if entry is None or not link_file.is_file():
-            raise RecipeError(f"{prebuilt} does not say how it builds {target}: build it again")
+            raise RecipeError(f"{prebuilt} does not say how it builds {target}: build it again"
+                              f"{_generator_advice(prebuilt)}")
         directory = Path(entry["directory"])
         compile_args = _absolute(shlex.split(entry["command"]), directory)
         link_args = _absolute(shlex.split(link_file.read_text().strip()), prebuilt)
