@@ -116,7 +116,9 @@ def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter") -> d
                               f"{_generator_advice(prebuilt)}")
         directory = Path(entry["directory"])
         compile_args = _absolute(shlex.split(entry["command"]), directory)
-        link_args = _absolute(shlex.split(link_file.read_text().strip()), prebuilt)
+        # The linker's dependency file (CMake 3.27+ with GNU ld) is Make's business, not a hand-in's.
+        link_args = _absolute([a for a in shlex.split(link_file.read_text().strip())
+                               if not a.startswith("-Wl,--dependency-file")], prebuilt)
         try:
             compile_args[compile_args.index("-c") + 1] = "{source}"
             compile_args[compile_args.index("-o") + 1] = "{object}"
