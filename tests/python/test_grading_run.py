@@ -103,12 +103,7 @@ def test_check_builds_a_part_again_only_when_its_file_changed(root, tmp_path, mo
     hand_in = tmp_path / "hand-in"
     hand_in.mkdir()
     shutil.copy(root / "solutions" / "naive.cu", hand_in / "naive.cu")
-    # A build tree of this test's own (the cache lives in it), linking the real one's harness.
-    build = tmp_path / "build"
-    build.mkdir()
-    for entry in build_dir().iterdir():
-        if entry.name != "check-cache":
-            (build / entry.name).symlink_to(entry)
+    build = _private_build(tmp_path)
 
     def check():
         opt = GradeOptions(root=root, build_dir=build, out_dir=tmp_path / "out", mode="check", parts=("naive",),
@@ -123,3 +118,66 @@ def test_check_builds_a_part_again_only_when_its_file_changed(root, tmp_path, mo
     edited = check()
     assert "compiled and linked" in edited.summary
     assert len(list((build / "check-cache").iterdir())) == 1  # only the part's latest build is kept
+
+
+def _private_build(tmp_path: Path) -> Path:
+    """A build tree of the test's own, linking the real one's harness; its
+    caches start empty."""
+    build = tmp_path / "build"
+    build.mkdir()
+    for entry in build_dir().iterdir():
+        if entry.name not in ("check-cache", "part-cache"):
+            (build / entry.name).symlink_to(entry)
+    return build
+
+
+def test_a_part_file_handed_in_twice_is_compiled_once(root, tmp_path):
+    from tilelab.grading.grade import GradeOptions
+    from tilelab.grading.grade import grade as run_grade
+    from tilelab.system.sandbox import Sandbox
+
+    build = _private_build(tmp_path)
+    first, second, edited = (tmp_path / name for name in ("alice", "bob", "carol"))
+    for hand_in in (first, second, edited):
+        hand_in.mkdir()
+        shutil.copy(root / "solutions" / "naive.cu", hand_in / "naive.cu")
+    (edited / "naive.cu").write_text((edited / "naive.cu").read_text() + "\n// carol's own line\n")
+
+    def build_stage(hand_in: Path):
+        opt = GradeOptions(root=root, build_dir=build, out_dir=tmp_path / "out" / hand_in.name, parts=("naive",),
+                           sandbox=Sandbox(), sanitizers=False, timing=False)
+        return run_grade(hand_in, opt).parts[0].stages["build"]
+
+    built = build_stage(first)
+    assert built.status == "passed" and built.seconds > 0
+    again = build_stage(second)
+    # Not compiled again, and the student is told nothing another student's hand-in could explain.
+    assert again.status == "passed" and again.seconds == 0 and again.summary == built.summary
+    assert build_stage(edited).seconds > 0
+    kept = sorted(p.name for p in (build / "part-cache").iterdir())
+    assert len(kept) == 2 and all(name.startswith("naive-") for name in kept)
+    assert (build / "part-cache").stat().st_mode & 0o777 == 0o700
+
+
+def test_the_part_cache_keeps_the_most_recently_used_within_its_bound(root, tmp_path):
+    from tilelab.grading.build_cache import BuildCache, CachePolicy
+    from tilelab.spec.assignment import load_assignment
+
+    naive = load_assignment(root / "assignment.yaml").part("naive")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\0" * 1000)  # each entry is 1,000 bytes: room for two in 2,500
+    cache = BuildCache(root, build_dir(), tmp_path / "cache", CachePolicy(one_per_part=False, max_bytes=2500))
+    sources = []
+    for i in range(3):
+        sources.append(tmp_path / f"source{i}.cu")
+        sources[-1].write_text(f"// {i}\n")
+    keys = [cache.key(naive, source) for source in sources]
+    assert len(set(keys)) == 3
+    cache.keep(naive, keys[0], binary)
+    cache.keep(naive, keys[1], binary)
+    os.utime(tmp_path / "cache" / f"naive-{keys[1]}", (1, 1))  # the older of the two
+    assert cache.find(naive, keys[0], tmp_path / "out" / "a") is not None  # now the newest
+    cache.keep(naive, keys[2], binary)
+    assert cache.find(naive, keys[1], tmp_path / "out" / "b") is None
+    assert cache.find(naive, keys[0], tmp_path / "out" / "c").read_bytes() == binary.read_bytes()
+    assert cache.find(naive, keys[2], tmp_path / "out" / "d") is not None

@@ -1,28 +1,51 @@
-"""Parts already built, kept for the student's edit loop.
+"""Parts already built, kept by the content they were built from.
 
-`tilelab check` is run again and again while a student edits one file; a
-part whose file has not changed since it was last built need not be
-compiled again. The key is a digest of all a part's executable is made of:
-the part file's bytes, the part's launcher and signature, the harness
-libraries and sources it links, and the build's settings. One executable is
-kept per part, the last one built.
+A part's executable depends on nothing but the part file's bytes, the
+part's launcher and signature, and the build it is linked into (the harness
+libraries and sources, the build's settings). The key is a digest of all of
+them, so an executable found under a key is the one a new build would make,
+whoever handed the file in. Two uses:
 
-Only `check` uses it: a student's own files on the student's own machine.
-The grader builds every hand-in afresh.
+  - `tilelab check` (CHECK_POLICY): a student runs it again and again while
+    editing one file; a part whose file has not changed is not compiled
+    again. One executable is kept per part, the last one built.
+  - `tilelab grade` and `batch` (GRADE_POLICY): a class hands in many
+    identical files (an untouched starter part, a part copied from the
+    textbook, the same file graded again); each is compiled once. The
+    least recently used executables go when the cache outgrows its bound.
+
+Only executables that built, passed the symbol audit and linked are kept.
+The cache folder is the grader's own (mode 0700): an executable is copied
+out of it into the grading's work folder before it runs, so code under test
+never sees the folder, and nothing it writes reaches it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..spec.assignment import Part
 
 # What every part's executable links or is compiled with, besides the part file.
-_BUILD_INPUTS = ("CMakeCache.txt", "grader/harness/libtilelab_harness.a", "grader/harness/libtilelab_check.a")
+_BUILD_INPUTS = ("CMakeCache.txt", "compile_commands.json", "grader/harness/libtilelab_harness.a",
+                 "grader/harness/libtilelab_check.a")
 _SOURCE_INPUTS = ("grader/harness/part_main.cu", "include/tilelab")
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    one_per_part: bool  # keep only the part's latest executable
+    max_bytes: int  # then drop the least recently used
+
+
+CHECK_POLICY = CachePolicy(one_per_part=True, max_bytes=1 << 30)
+GRADE_POLICY = CachePolicy(one_per_part=False, max_bytes=1 << 30)  # about 1,800 executables of 0.6 MB
 
 
 def _feed(digest, path: Path) -> None:
@@ -33,8 +56,9 @@ def _feed(digest, path: Path) -> None:
 
 
 class BuildCache:
-    def __init__(self, root: Path, build_dir: Path, folder: Path):
+    def __init__(self, root: Path, build_dir: Path, folder: Path, policy: CachePolicy):
         self.folder = folder
+        self.policy = policy
         base = hashlib.sha256()
         for rel in _BUILD_INPUTS:
             _feed(base, build_dir / rel)
@@ -46,20 +70,66 @@ class BuildCache:
         digest = hashlib.sha256(self._base.encode())
         digest.update(f"{part.id}\0{part.launcher}\0{part.signature}\0".encode())
         digest.update(source.read_bytes())
-        return digest.hexdigest()[:24]
+        return digest.hexdigest()[:32]
 
     def _place(self, part: Part, key: str) -> Path:
-        return self.folder / f"{part.id}-{key}" / part.id
+        return self.folder / f"{part.id}-{key}"
 
-    def find(self, part: Part, key: str) -> Optional[Path]:
-        binary = self._place(part, key)
-        return binary if binary.is_file() else None
-
-    def keep(self, part: Part, key: str, binary: Path) -> Path:
-        """Copies a freshly built executable in, in place of the part's older one."""
-        for old in self.folder.glob(f"{part.id}-*"):
-            shutil.rmtree(old, ignore_errors=True)
+    def find(self, part: Part, key: str, dest: Path) -> Optional[Path]:
+        """A copy at `dest` of the executable kept under `key`, or None."""
         kept = self._place(part, key)
-        kept.parent.mkdir(parents=True)
-        shutil.copy2(binary, kept)
-        return kept
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(kept, dest)
+            os.utime(kept)  # recently used
+        except FileNotFoundError:
+            return None  # not kept, or dropped while this looked
+        except OSError:
+            return None  # a cache that cannot be read is no cache: build
+        return dest
+
+    def keep(self, part: Part, key: str, binary: Path) -> None:
+        """Keeps a copy of a freshly built executable. Gradings running beside
+        each other may keep the same key at once: each writes a file of its
+        own and renames it into place. A build tree the grader may not write
+        to (shared read-only) keeps nothing."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.folder.chmod(0o700)
+            handle, temp = tempfile.mkstemp(dir=self.folder, prefix=".new-")
+        except OSError:
+            return
+        os.close(handle)
+        try:
+            shutil.copy2(binary, temp)
+            os.replace(temp, self._place(part, key))
+        except OSError:
+            Path(temp).unlink(missing_ok=True)  # a full disk: the build itself is kept in its work folder
+            return
+        if self.policy.one_per_part:
+            for old in self.folder.glob(f"{part.id}-*"):
+                if old.name != self._place(part, key).name:
+                    _remove(old)
+        self._bound()
+
+    def _bound(self) -> None:
+        entries = []
+        for f in self.folder.iterdir():
+            try:
+                st = f.stat()
+            except FileNotFoundError:
+                continue
+            entries.append((st.st_mtime, st.st_size, f))
+        total = sum(size for _, size, _ in entries)
+        for _, size, f in sorted(entries, key=lambda e: e[0]):
+            if total <= self.policy.max_bytes:
+                break
+            _remove(f)
+            total -= size
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)  # an entry of the older layout: a folder per part
+    else:
+        path.unlink(missing_ok=True)

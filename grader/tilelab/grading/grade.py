@@ -1,11 +1,13 @@
 """One grading of one hand-in: the pipeline behind `tilelab grade` and `tilelab check`.
 
 Per part: static checks -> build -> correctness -> launch checks ->
-memcheck -> racecheck -> speed. The phases run part by part where that is
-safe and fast: builds and sanitizers in parallel (CPU-bound), correctness
-runs one after another, timing strictly alone on the GPU. Every phase has a
-time limit; a part that fails, hangs or crashes costs only itself. Without
-a GPU every GPU stage is reported as not run.
+memcheck -> racecheck -> speed. No phase waits for one it does not need:
+the GPU is probed (and the speed targets found) while the parts build, all
+parts build at once, then every part's correctness runs and sanitizer runs
+share the GPU at once, and last each part is timed alone on the GPU, one
+after another. Every run has a time limit; a part that fails, hangs or
+crashes costs only itself. Without a GPU every GPU stage is reported as not
+run.
 
 `check` is the same pipeline on the public cases with a fixed seed.
 
@@ -24,6 +26,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,17 +46,18 @@ from ..system.paths import (ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFEREN
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
 from . import calibration, roofline
 from .build import RecipeError, SubmissionBuild
-from .build_cache import BuildCache
+from .build_cache import CHECK_POLICY, GRADE_POLICY, BuildCache
 from .diagnose import STATUS_HINTS, case_hints
 from .launch_checks import check_launches, launch_rows
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from .runner import exit_codes, run_harness, verify, write_cases
-from .sanitizer import run_sanitizer
+from .sanitizer import NOT_RUN_AFTER_TIMEOUT, run_sanitizer
 from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time
 from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
 CHECK_CACHE_DIR = "check-cache"  # under the build tree: the parts `check` built last (build_cache.py)
+PART_CACHE_DIR = "part-cache"  # under the build tree: the parts gradings built, by content (build_cache.py)
 NO_GPU = "not run: no CUDA device on this machine"
 NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
 NO_TARGETS = ("not scored: the grader could not time its reference solutions on this GPU, so it has no speed "
@@ -141,26 +145,11 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
               [opt.root / "grader" / "harness" / "part_main.cu", opt.root / "include" / "tilelab" / "part.h",
                opt.build_dir / "grader" / "harness" / "libtilelab_harness.a"])
     work = _work_dir(opt, sandbox)
-    timings: dict = {}
+    clock_of = _PhaseClock(clock)
+    timed = clock_of.timed
     notes: list = []
     staff_notes: list = []
-
-    @contextmanager
-    def timed(phase: str):
-        start = time.monotonic()
-        try:
-            yield
-        finally:
-            timings[phase] = round(timings.get(phase, 0.0) + time.monotonic() - start, 3)
-
     states = [_new_state(p, submission, sets) for p in parts]
-
-    with timed("gpu probe and ceilings"):
-        gpu, ceilings = _probe_gpu(roofline_tool, opt, notes) if states else (None, None)
-    basis = None
-    if ceilings is not None and opt.timing:
-        with timed("calibration"):
-            basis = _speed_basis(opt, assignment, gpu, ceilings, verify_tool, notes, staff_notes)
 
     opt.progress("static checks")
     with timed("static checks"):
@@ -172,27 +161,24 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             else:
                 s.skip_from("build", "not run: the static checks failed")
 
-    opt.progress("build")
-    with timed("build"):
-        copies = _build(states, opt, assignment, work)
+    # The GPU is probed, and the speed targets found, while the parts build:
+    # neither waits for the other.
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        gpu_side = beside.submit(_gpu_and_targets, opt, assignment, roofline_tool, verify_tool, notes, staff_notes,
+                                 timed) if states else None
+        opt.progress("build")
+        with timed("build"):
+            copies = _build(states, opt, assignment, work)
+        gpu, ceilings, basis = gpu_side.result() if gpu_side else (None, None, None)
 
     runnable = [s for s in states if s.binary is not None]
     if gpu is None:
         for s in runnable:
             s.skip_from("correctness", NO_GPU)
     else:
-        opt.progress("correctness")
-        with timed("correctness"), opt.gpu_lock.shared():
-            codes = exit_codes(verify_tool)
-            for s in runnable:
-                _correctness(s, sets, seed, work, assignment, verify_tool, codes, opt)
-        with timed("launch checks"):
-            for s in runnable:
-                _launch_checks(s)
-        if opt.sanitizers:
-            opt.progress("compute-sanitizer")
-            with timed("sanitizers"), opt.gpu_lock.shared():
-                _sanitizers(runnable, seed, work, assignment, opt)
+        opt.progress("correctness" + (" and compute-sanitizer" if opt.sanitizers else ""))
+        with opt.gpu_lock.shared():
+            _shared_gpu_runs(runnable, sets, seed, work, assignment, verify_tool, opt, timed)
         if opt.timing and ceilings is None:
             for s in runnable:
                 s.skip_from("speed", NO_CEILINGS)
@@ -232,13 +218,96 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         parts=[s.result for s in states],
         started=started,
         seconds=round(time.monotonic() - clock, 3),
-        timings=timings,
+        timings=clock_of.timings(),
+        spans=clock_of.spans(),
         notes=notes,
         title=assignment.title,
         answers=answers,
         calibration=basis.summary(assignment, ceilings) if basis else None,
         staff_notes=staff_notes,
     )
+
+
+class _PhaseClock:
+    """When each phase of a grading ran. Phases may run beside each other, and
+    one phase may run in several threads at once (the correctness runs of all
+    parts): a phase's time is from its first start to its last end."""
+
+    def __init__(self, zero: float):
+        self._zero = zero
+        self._lock = threading.Lock()
+        self._spans: dict = {}
+
+    @contextmanager
+    def timed(self, phase: str):
+        start = time.monotonic() - self._zero
+        try:
+            yield
+        finally:
+            end = time.monotonic() - self._zero
+            with self._lock:
+                first, last = self._spans.get(phase, (start, end))
+                self._spans[phase] = (min(first, start), max(last, end))
+
+    def timings(self) -> dict:
+        return {phase: round(end - start, 3) for phase, (start, end) in self._spans.items()}
+
+    def spans(self) -> dict:
+        return {phase: [round(start, 3), round(end, 3)] for phase, (start, end) in self._spans.items()}
+
+
+def _gpu_and_targets(opt: "GradeOptions", assignment: Assignment, roofline_tool: Path, verify_tool: Path, notes: list,
+                     staff_notes: list, timed) -> tuple:
+    """(device, ceilings, speed basis), each None where it could not be had
+    (the notes say why): what every GPU stage waits for."""
+    with timed("gpu probe and ceilings"):
+        gpu, ceilings = _probe_gpu(roofline_tool, opt, notes)
+    basis = None
+    if ceilings is not None and opt.timing:
+        with timed("calibration"):
+            basis = _speed_basis(opt, assignment, gpu, ceilings, verify_tool, notes, staff_notes)
+    return gpu, ceilings, basis
+
+
+def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
+                     opt: "GradeOptions", timed) -> None:
+    """Every part's correctness runs (then its launch checks) and sanitizer
+    runs, all at once: they may share the GPU, and none waits for another.
+    A part whose correctness run times out hangs: its sanitizer runs are
+    called off (cancel) and reported not run."""
+    codes = exit_codes(verify_tool)
+    cancel = {s.part.id: threading.Event() for s in runnable}
+
+    def correctness(s: _Part) -> None:
+        with timed("correctness"):
+            _correctness(s, sets, seed, work, assignment, verify_tool, codes, opt)
+        if any(c.status == "timeout" for c in s.result.cases):
+            cancel[s.part.id].set()
+        with timed("launch checks"):
+            _launch_checks(s)
+
+    def sanitize(s: _Part, tool: str, case_file: Path) -> None:
+        with timed("sanitizers"):
+            stage = run_sanitizer(tool, s.binary, case_file, limit, opt.sandbox, cancel[s.part.id])
+        s.result.stages[tool] = stage
+
+    limit = assignment.grading["time_limits"]["sanitizer"]
+    jobs = [(correctness, (s,)) for s in runnable]
+    if opt.sanitizers:
+        for s in runnable:
+            for tool in ("memcheck", "racecheck"):
+                entries = [(c.name, c) for c in s.part.cases[tool]]
+                case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{tool}"), seed,
+                                        record_launches=False)
+                jobs.append((sanitize, (s, tool, case_file)))
+    # Correctness first: its verdicts are shown as soon as they are known.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), opt.jobs))) as pool:
+        for done in [pool.submit(fn, *args) for fn, args in jobs]:
+            done.result()
+    for s in runnable:
+        if cancel[s.part.id].is_set():
+            for tool in ("memcheck", "racecheck"):
+                s.set(tool, "not_run", NOT_RUN_AFTER_TIMEOUT)
 
 
 def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> AnswersResult:
@@ -404,18 +473,26 @@ def _name_the_students_file(s: _Part, copies: Optional[Path], mode: str) -> None
 
 def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> Optional[Path]:
     """Builds every part that passed its static checks; returns the folder of
-    the copies it compiled (None when nothing was built). `check` reuses a
-    part it built before from the same file."""
+    the copies it compiled (None when nothing was built). A part file built
+    before with the same bytes (by this student or another) is not compiled
+    again (build_cache.py)."""
     todo = [s for s in states if s.stage("static").status == "passed"]
-    cache = BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR) if opt.mode == "check" else None
-    keys = {}
-    if cache is not None:
-        for s in list(todo):
-            keys[s.part.id] = cache.key(s.part, s.source)
-            s.binary = cache.find(s.part, keys[s.part.id])
-            if s.binary is not None:
-                s.set("build", "passed", f"{s.part.file} is unchanged since it was last built: not compiled again")
-                todo.remove(s)
+    if not todo:
+        return None
+    cache = (BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR, CHECK_POLICY) if opt.mode == "check"
+             else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
+    keys = {s.part.id: cache.key(s.part, s.source) for s in todo}
+    cached_dir = work / _private_name("cached")
+    for s in list(todo):
+        s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
+        if s.binary is not None:
+            # In a grading the summary is the same as for a fresh build: it
+            # must not tell a student that someone handed in the same file.
+            s.set("build", "passed", f"{s.part.file} is unchanged since it was last built: not compiled again"
+                  if opt.mode == "check" else f"{s.part.file} compiled and linked")
+            todo.remove(s)
+    if cached_dir.exists():
+        cached_dir.chmod(0o711)
     if not todo:
         return None
     submission_dir = work / _private_name("submission")
@@ -443,7 +520,8 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
             s.set("build", "failed", b.summary, b.details, b.seconds, hints)
         else:
             s.set("build", "passed", b.summary, "", b.seconds)
-            s.binary = cache.keep(s.part, keys[s.part.id], b.binary) if cache is not None else b.binary
+            s.binary = b.binary
+            cache.keep(s.part, keys[s.part.id], b.binary)
         if s.binary is None:
             s.skip_from("correctness", "not run: the part did not build")
     return builder.sources
@@ -575,25 +653,6 @@ def _launch_checks(s: _Part) -> None:
         return
     s.set("launch", check.status, check.summary, check.details, hints=check.hints)
     s.work_elsewhere = check.work_elsewhere
-
-
-def _sanitizers(runnable: list, seed: int, work: Path, assignment: Assignment, opt: GradeOptions) -> None:
-    limit = assignment.grading["time_limits"]["sanitizer"]
-    jobs = []
-    for s in runnable:
-        if any(c.status == "timeout" for c in s.result.cases):
-            for tool in ("memcheck", "racecheck"):
-                s.set(tool, "not_run", "not run: the part did not finish its correctness run in time")
-            continue
-        for tool in ("memcheck", "racecheck"):
-            entries = [(c.name, c) for c in s.part.cases[tool]]
-            case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{tool}"), seed,
-                                    record_launches=False)
-            jobs.append((s, tool, case_file))
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), opt.jobs))) as pool:
-        runs = list(pool.map(lambda job: run_sanitizer(job[1], job[0].binary, job[2], limit, opt.sandbox), jobs))
-    for (s, tool, _), stage in zip(jobs, runs):
-        s.result.stages[tool] = stage
 
 
 def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,

@@ -146,6 +146,10 @@ class GradeResult:
     started: str  # ISO 8601
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # where the time went, seconds per phase
+    # When each phase ran, [first start, last end] in seconds from the grading's
+    # start: phases overlap (the GPU probe beside the build, sanitizers beside
+    # correctness), so their timings add up to more than the wall time.
+    spans: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)  # grading-wide notes ("no GPU: ...")
     title: str = ""  # the assignment's title, for headings
     answers: Optional[AnswersResult] = None  # the exercise questions (answers.py); None when there are none

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from ..system import process
 
 if TYPE_CHECKING:
+    import threading
+
     from ..system.sandbox import Sandbox
 from ..spec.assignment import Case, Part
 
@@ -75,7 +77,7 @@ def write_cases(
 
 
 def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
-                wrapper: Sequence = ()) -> HarnessRun:
+                wrapper: Sequence = (), cancel: Optional["threading.Event"] = None) -> HarnessRun:
     """Runs a harness on a case file; `wrapper` prefixes the command (compute-sanitizer).
     The case file's directory becomes the run's own (see Sandbox.own), watched
     for its disk quota, and is taken back before its results are read."""
@@ -84,7 +86,8 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     if result_path.exists():
         result_path.unlink()
     sandbox.own(run_dir)
-    done = process.run([*wrapper, binary, case_file], timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir)
+    done = process.run([*wrapper, binary, case_file], timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir,
+                       cancel=cancel)
     sandbox.reclaim(run_dir)
     result = None
     if result_path.exists():

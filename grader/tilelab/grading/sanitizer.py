@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
-from ..system.process import clip_lines
+from ..system.process import CANCELLED, clip_lines
 from .model import Stage
 from .runner import run_harness
 
 if TYPE_CHECKING:
+    import threading
+
     from ..system.sandbox import Sandbox
 
 SANITIZER_ERROR_EXIT = 86  # any code the harness itself never uses
 MAX_REPORT_LINES = 40
+NOT_RUN_AFTER_TIMEOUT = "not run: the part did not finish its correctness run in time"
 
 
 def sanitizer_path() -> str:
@@ -49,16 +52,21 @@ HINTS = {
 }
 
 
-def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox") -> Stage:
-    """The part's `tool` stage (memcheck or racecheck)."""
+def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
+                  cancel: Optional["threading.Event"] = None) -> Stage:
+    """The part's `tool` stage (memcheck or racecheck). It runs beside the
+    part's correctness run; `cancel` stops it when that run shows the part
+    hangs (a hanging kernel would otherwise hold it to its own, longer limit)."""
     exe = sanitizer_path()
     if not exe:
         return Stage(tool, "not_run", "compute-sanitizer is not installed here")
     wrapper = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_ERROR_EXIT), "--print-limit", "20"]
     if tool == "racecheck":
         wrapper += ["--racecheck-report", "analysis"]
-    run = run_harness(binary, case_file, timeout_s, sandbox, wrapper=wrapper)
+    run = run_harness(binary, case_file, timeout_s, sandbox, wrapper=wrapper, cancel=cancel)
     seconds = round(run.seconds, 3)
+    if run.stopped == CANCELLED:
+        return Stage(tool, "not_run", NOT_RUN_AFTER_TIMEOUT, "", seconds)
     if run.timed_out:
         return Stage(tool, "not_run", f"{tool} did not finish within {timeout_s:.0f} s: not verified",
                      report_excerpt(run.output), seconds)

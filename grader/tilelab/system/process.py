@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 KEEP_BYTES = 32 * 1024  # kept from each end of each stream
 GROUP_END_PATIENCE_S = 30.0  # how long to wait for a killed run's processes to be gone
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+CANCELLED = "cancelled"  # Completed.stopped of a run another thread called off
 
 
 @dataclass
@@ -170,7 +171,12 @@ def run(
     env: Optional[dict] = None,
     sandbox: "Optional[Sandbox]" = None,
     watch_dir: Optional[Path] = None,
+    cancel: Optional[threading.Event] = None,
 ) -> Completed:
+    """Runs argv in a process group of its own until it ends, `timeout_s`
+    passes (timed_out), its watched folder outgrows the sandbox's limits, or
+    `cancel` is set by another thread (stopped: "cancelled"). Whatever it
+    started is killed with it."""
     argv = [str(a) for a in argv]
     if sandbox is not None:
         argv = sandbox.wrap(argv)
@@ -192,8 +198,9 @@ def run(
     deadline = start + timeout_s
     while True:
         try:
-            proc.wait(timeout=min(0.25, max(0.0, deadline - time.monotonic())) if watch_dir else
-                     max(0.0, deadline - time.monotonic()))
+            polled = watch_dir is not None or cancel is not None
+            proc.wait(timeout=min(0.25, max(0.0, deadline - time.monotonic())) if polled else
+                      max(0.0, deadline - time.monotonic()))
             break
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
@@ -203,6 +210,9 @@ def run(
                 stopped = _over_disk_limits(watch_dir, sandbox.limits.dir_bytes, sandbox.limits.min_free_bytes)
                 if stopped:
                     break
+            if cancel is not None and cancel.is_set():
+                stopped = CANCELLED
+                break
     # Whatever the leader did, nothing it started may outlive it.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
