@@ -125,7 +125,10 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 @click.option("--gpus", default=None, help="GPUs to grade on, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else all "
                                            "that nvidia-smi -L lists); one worker each.")
 @click.option("--jobs", type=click.IntRange(min=1), default=DEFAULT_JOBS, show_default=True,
-              help="Workers when there is no GPU (with GPUs: one per GPU).")
+              help="Workers when there is no GPU (with GPUs: see --in-flight).")
+@click.option("--in-flight", type=click.IntRange(min=1), default=None,
+              help="Hand-ins graded at once on each GPU: while one is timed, with the GPU to itself, the others "
+                   "build and run their cases [default: 3].")
 @click.option("--force", is_flag=True, help="Grade again what an earlier run already graded.")
 @click.option("--answer-key", type=click.Path(dir_okay=False), default=None,
               help="The answer key (default: ROOT/solutions/answers.yaml, or ROOT/key/answers.yaml).")
@@ -135,8 +138,8 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 @click.option("--gradebook-only", is_flag=True, help="Grade nothing: collect the results in OUT into gradebook.csv.")
 @click.pass_context
 def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: str | None, seed: int | None,
-          gpus: str | None, jobs: int, force: bool, answer_key: str | None, slurm_script: str | None,
-          image: str | None, gradebook_only: bool) -> None:
+          gpus: str | None, jobs: int, in_flight: int | None, force: bool, answer_key: str | None,
+          slurm_script: str | None, image: str | None, gradebook_only: bool) -> None:
     """Grade a class: DIR holds one directory per student, named by the student's id."""
     from .operations import batch as batch_mod
 
@@ -159,7 +162,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
         build = _build_dir(root, build_dir)
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
                                       gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None, jobs=jobs,
-                                      force=force, answer_key=Path(answer_key).resolve() if answer_key else None)
+                                      in_flight=in_flight or batch_mod.DEFAULT_IN_FLIGHT, force=force, answer_key=Path(answer_key).resolve() if answer_key else None)
     except batch_mod.BatchError as e:
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:
@@ -286,8 +289,11 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Where the gradings and bench.json go (default: BUILD/bench).")
 @click.option("--gpus", default=None, help="GPUs to grade on, as for `tilelab batch` (default: all).")
+@click.option("--in-flight", type=click.IntRange(min=1), default=None,
+              help="Hand-ins graded at once on each GPU, as for `tilelab batch` [default: 3].")
 @click.pass_context
-def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: str | None) -> None:
+def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: str | None,
+          in_flight: int | None) -> None:
     """Grade a fixed set of hand-ins as `tilelab batch` does and print where
     the time goes: phases, the critical path, GPU time, throughput."""
     from .operations import batch as batch_mod
@@ -298,7 +304,7 @@ def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: 
     out = Path(out_dir).resolve() if out_dir else build / "bench"
     try:
         result = run_bench(root, build, out, gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
-                           log=lambda m: click.echo(m, err=True))
+                           log=lambda m: click.echo(m, err=True), in_flight=in_flight or batch_mod.DEFAULT_IN_FLIGHT)
     except (BenchError, batch_mod.BatchError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"wrote {out / 'bench.json'}")

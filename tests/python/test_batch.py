@@ -374,6 +374,14 @@ def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
     assert all(w.sandbox == base for w in without)
 
 
+def test_hand_ins_in_flight_on_one_gpu_share_its_lock_and_only_its_gpu():
+    base = Sandbox()
+    workers = batch._workers(["0", "2"], 1, base, in_flight=3)
+    assert [w.label for w in workers] == ["GPU 0.1", "GPU 0.2", "GPU 0.3", "GPU 2.1", "GPU 2.2", "GPU 2.3"]
+    assert len({id(w.gpu_lock) for w in workers[:3]}) == 1 and workers[0].gpu_lock is not workers[3].gpu_lock
+    assert {w.sandbox.extra_env["CUDA_VISIBLE_DEVICES"] for w in workers[3:]} == {"2"}
+
+
 def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
     """A grading's grade.json as a GPU worker writes it (figures of the H100
     calibration in docs/measurements.md, 2026-11-22; the challenge part's

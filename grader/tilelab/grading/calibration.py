@@ -282,6 +282,14 @@ def _device_uuid(device: dict) -> str:
         raise CalibrationError(str(e)) from None
 
 
+def cached_calibration(build_dir: Path, assignment: Assignment, device: dict) -> Optional["Calibration"]:
+    """This GPU's cached calibration while its fingerprint holds, else None:
+    a look that needs no GPU, so a grading takes the GPU for itself only
+    when there is something to time."""
+    cached = load_cached(_device_uuid(device))
+    return cached if cached is not None and cached.fingerprint == fingerprint(build_dir, assignment, device) else None
+
+
 def get_calibration(build_dir: Path, assignment: Assignment, device: dict, verify_tool: Path,
                     sandbox: Optional[Sandbox] = None, refresh: bool = False,
                     accept_drop: bool = False) -> tuple:

@@ -415,8 +415,10 @@ def _probe_gpu(tool: Path, opt: GradeOptions, notes: list):
         return None, None
     try:
         # Measured (once per GPU, then cached) with the GPU to itself.
-        with opt.gpu_lock.exclusive():
-            ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline, env=env, device=gpu)
+        ceilings = None if opt.refresh_roofline else roofline.cached_ceilings(gpu)
+        if ceilings is None:
+            with opt.gpu_lock.exclusive():
+                ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline, env=env, device=gpu)
     except roofline.RooflineError as e:
         notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
         return gpu, None
@@ -432,8 +434,10 @@ def _speed_basis(opt: GradeOptions, assignment: Assignment, gpu: dict, ceilings,
     if calibration.has_references(opt.build_dir, assignment):
         try:
             # The references are timed with the GPU to themselves, as a part is.
-            with opt.gpu_lock.exclusive():
-                basis, _ = calibration.get_calibration(opt.build_dir, assignment, gpu, verify_tool, opt.sandbox)
+            basis = calibration.cached_calibration(opt.build_dir, assignment, gpu)
+            if basis is None:
+                with opt.gpu_lock.exclusive():
+                    basis, _ = calibration.get_calibration(opt.build_dir, assignment, gpu, verify_tool, opt.sandbox)
         except calibration.CalibrationError as e:
             notes.append(NO_TARGETS_NOTE)
             staff_notes.append(f"Calibration failed: {e}")

@@ -264,6 +264,11 @@ def save(ceilings: Ceilings) -> Path:
     return gpu_cache.save(CACHE_KIND, ceilings.device_uuid, ceilings.to_dict())
 
 
+def cached_ceilings(device: dict) -> Optional[Ceilings]:
+    """This GPU's ceilings from the cache, or None (a look that needs no GPU)."""
+    return load_cached(_device_uuid(device))
+
+
 def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120, env: Optional[dict] = None,
                  device: Optional[dict] = None) -> Ceilings:
     """This GPU's ceilings: from the cache, or measured (and cached) when there are none or on refresh.

@@ -1,11 +1,15 @@
 """`tilelab batch`: a whole class graded on this machine's GPUs, or on a Slurm cluster.
 
 DIR holds one directory per student, named by the student's id. Each is
-graded as `tilelab grade` grades it, into OUT/<student>/, by one worker per
-GPU: the worker's processes see only its GPU (CUDA_VISIBLE_DEVICES through
-the sandbox), and each GPU has its own GpuLock, so a timing run never shares
-its GPU while other GPUs keep grading. Without a GPU, `jobs` workers grade
-everything that needs none (static checks, build, questions).
+graded as `tilelab grade` grades it, into OUT/<student>/. Each GPU has
+`in_flight` workers, a pipeline: while one hand-in is timed, with the GPU to
+itself, the others build on the CPU and then share the GPU for their cases
+and sanitizers. A worker's processes see only its GPU (CUDA_VISIBLE_DEVICES
+through the sandbox), and each GPU has its own GpuLock, so a timing run
+never shares its GPU while other GPUs keep grading. Every hand-in's seed is
+drawn before grading starts, so the verdicts do not depend on the order or
+the overlap. Without a GPU, `jobs` workers grade everything that needs none
+(static checks, build, questions).
 
 A run can be stopped and started again: OUT/<student>/.done is written last,
 after every output, and holds a digest of the submission's files and the
@@ -64,6 +68,10 @@ SLURM_LOGS = "slurm-logs"
 # Where docker/Dockerfile installs the grader; the image sets TILELAB_ROOT beside it.
 IMAGE_TILELAB = "/autograder/source/.venv/bin/tilelab"
 DEFAULT_JOBS = 2
+# Hand-ins graded at once on each GPU. Timing takes the GPU alone and one
+# hand-in at a time; while it runs, the others build (CPU) and wait to share
+# the GPU for their cases and sanitizers: a pipeline, not a queue.
+DEFAULT_IN_FLIGHT = 3
 # A student id becomes a directory name, a CSV cell and a word in a shell
 # script: letters, digits and . _ + @ - only, not starting with a dot or a
 # dash (".", "..", hidden directories, options).
@@ -256,12 +264,17 @@ def parse_gpus(text: str) -> list:
     return gpus
 
 
-def _workers(gpus: list, jobs: int, sandbox: Sandbox) -> list:
+def _workers(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1) -> list:
     if gpus:
-        return [_Worker(f"GPU {g}", dataclasses.replace(sandbox, extra_env={**sandbox.extra_env,
-                                                                              "CUDA_VISIBLE_DEVICES": g}),
-                        GpuLock())
-                for g in gpus]
+        workers = []
+        for g in gpus:
+            # The hand-ins in flight on one GPU share its lock: their correctness
+            # and sanitizer runs share the GPU, their timing runs take it in turn.
+            lock = GpuLock()
+            gpu_sandbox = dataclasses.replace(sandbox, extra_env={**sandbox.extra_env, "CUDA_VISIBLE_DEVICES": g})
+            workers += [_Worker(f"GPU {g}" if in_flight == 1 else f"GPU {g}.{i + 1}", gpu_sandbox, lock)
+                        for i in range(in_flight)]
+        return workers
     # No GPU was found. Should one be there after all (no nvidia-smi on the
     # PATH), the workers share it and one lock keeps their timing runs apart.
     lock = GpuLock()
@@ -566,6 +579,7 @@ def run_batch(
     seed: Optional[int] = None,
     gpus: Optional[list] = None,
     jobs: int = DEFAULT_JOBS,
+    in_flight: int = DEFAULT_IN_FLIGHT,
     force: bool = False,
     answer_key: Optional[Path] = None,
     sandbox: Optional[Sandbox] = None,
@@ -576,6 +590,7 @@ def run_batch(
 
     gpus: values for CUDA_VISIBLE_DEVICES, one worker each (default: find_gpus()).
     jobs: workers when there is no GPU.
+    in_flight: hand-ins graded at once on each GPU (DEFAULT_IN_FLIGHT).
     sandbox: the sandbox the workers start from (default: sandbox_for_this_process());
       tests pass Sandbox() to grade as themselves. Not a command-line option.
     live: a rich progress display on stderr (default: when stderr is a terminal);
@@ -588,15 +603,15 @@ def run_batch(
     unbuilt = unbuilt_reason(build_dir)
     if unbuilt:
         raise BatchError(unbuilt)
-    if jobs < 1:
-        raise BatchError("--jobs must be at least 1")
+    if jobs < 1 or in_flight < 1:
+        raise BatchError("--jobs and --in-flight must be at least 1")
     if sandbox is None:
         try:
             sandbox = sandbox_for_this_process()
         except SandboxError as e:
             raise BatchError(str(e)) from None
     gpus = find_gpus() if gpus is None else list(gpus)
-    workers = _workers(gpus, jobs, sandbox)
+    workers = _workers(gpus, jobs, sandbox, in_flight)
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     part_ids = [p.id for p in assignment.parts]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -634,7 +649,8 @@ def run_batch(
 
     book()
     total = todo.qsize()
-    where = (", ".join(w.label for w in workers) if gpus else
+    where = (", ".join(f"GPU {g}" for g in gpus) + (f" ({in_flight} hand-ins at a time on each)" if in_flight > 1
+                                                       else "") if gpus else
              f"{len(workers)} worker{'s' if len(workers) != 1 else ''}, no GPU (GPU stages not run)")
     resumed = sum(r.resumed for r in rows.values())
     log(f"tilelab batch: {total} to grade, {resumed} already graded, on {where}")

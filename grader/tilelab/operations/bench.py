@@ -1,36 +1,52 @@
 """`tilelab bench`: where the time of a grading goes. A benchmark, not a test.
 
-It grades a fixed set of hand-ins the way a TA's class is graded (`tilelab
-batch`, one worker per GPU) and reports, from each grading's own phase
-timings (grade.json):
+Four measurements, each on what a user runs:
 
-  - each phase's wall time, summed over the set and as a mean per hand-in;
-  - the critical path of one grading: its phases run one after another, so
-    its wall time is their sum, and the longest phases are where a faster
-    grader must win;
-  - how long the GPU was busy (shared: correctness runs and sanitizers;
-    held exclusively: ceilings, calibration, timing);
-  - the throughput: hand-ins per hour of wall time.
+  1. The references graded alone (`tilelab grade solutions`), twice with
+     no part built before (the first on a fresh GPU also calibrates; the
+     second is the figure) and once more with every part already built:
+     wall time and when each phase ran (phases overlap: the GPU probe runs
+     beside the build, sanitizers beside correctness).
+  2. The build stage of (1) against a bare parallel `nvcc -c` of the same
+     part files with the same commands: what the grader adds to compiling.
+  3. The student's loop: `tilelab check naive` on a correct file, run as a
+     student runs it: just edited, unchanged since the last check, and
+     `--fast`.
+  4. A class graded with `tilelab batch` (`in_flight` hand-ins at a time on
+     each GPU): each phase's time summed over the set and per hand-in, how
+     long the GPU was busy (shared: correctness runs and sanitizers; held
+     alone: ceilings, calibration, timing), and hand-ins per hour.
 
-The set: the reference solutions, the untouched starter, and the self-test's
-hand-ins that hold part files (tests/submissions), except the security ones,
-which test the sandbox and are built to be slow. It writes
-BUILD/bench/bench.json and prints a short table last. Nothing here asserts a
-time: docs/measurements.md keeps the figures, with the machine and date.
+The class: the reference solutions, the untouched starter, and the
+self-test's hand-ins that hold part files (tests/submissions), except the
+security ones, which test the sandbox and are built to be slow. The part
+cache (BUILD/part-cache) is emptied before (1) and before (4), so every
+distinct file is compiled once. It writes BUILD/bench/bench.json and prints
+a short table last. Nothing here asserts a time: docs/measurements.md keeps
+the figures, with the machine and date.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..grading.build import RecipeError, load_recipes
+from ..grading.grade import PART_CACHE_DIR, GradeOptions, build_jobs_each, grade
+from ..spec.assignment import load_assignment
 from ..system.atomic import write_atomically
-from .batch import run_batch
+from ..system.paths import ASSIGNMENT_FILE
+from .batch import DEFAULT_IN_FLIGHT, run_batch
 
 # Phases that hold the GPU: shared (gradings beside it may use it too) or alone.
 SHARED_GPU_PHASES = ("correctness", "sanitizers")
@@ -52,6 +68,12 @@ class BenchResult:
     gpu_busy_seconds: float
     gpu_exclusive_seconds: float
     machine: dict = field(default_factory=dict)
+    in_flight: int = 1
+    # The references graded alone: {"cold" | "warm": {"seconds", "timings", "spans"}}.
+    references: dict = field(default_factory=dict)
+    bare_compile_seconds: Optional[float] = None  # the same part files, plain nvcc -c in parallel
+    student_loop: dict = field(default_factory=dict)  # "edited" | "unchanged" | "fast" -> seconds
+    startup: dict = field(default_factory=dict)  # "probe" | "harness" -> seconds of a run that does ~nothing
 
     @property
     def per_hour(self) -> float:
@@ -67,6 +89,20 @@ class BenchResult:
         d["per_hour"] = round(self.per_hour, 1)
         d["critical_path"] = [[p, round(s, 3)] for p, s in self.critical_path()]
         return d
+
+
+def covered(spans: dict, phases: tuple) -> float:
+    """Seconds during which at least one of `phases` ran (their spans may overlap)."""
+    intervals = sorted(tuple(spans[p]) for p in phases if p in spans)
+    total, reach = 0.0, None
+    for start, end in intervals:
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
 
 
 def default_hand_ins(root: Path) -> list:
@@ -90,45 +126,177 @@ def _class_of(hand_ins: list, class_dir: Path) -> None:
                 shutil.copyfile(f, dest / f.name)
 
 
+def _grade_references(root: Path, build_dir: Path, out_dir: Path, fresh_build: bool) -> dict:
+    """The references graded alone, as `tilelab grade solutions` grades them."""
+    if fresh_build:
+        shutil.rmtree(build_dir / PART_CACHE_DIR, ignore_errors=True)
+    out = out_dir / "references"
+    shutil.rmtree(out, ignore_errors=True)
+    clock = time.monotonic()
+    result = grade(root / "solutions", GradeOptions(root=root, build_dir=build_dir, out_dir=out,
+                                                     jobs=build_jobs_each(1)))
+    return {"seconds": round(time.monotonic() - clock, 2), "timings": result.timings, "spans": result.spans,
+            "score": result.score, "max_score": result.max_score}
+
+
+def bare_compile_seconds(root: Path, build_dir: Path) -> Optional[float]:
+    """Wall time of compiling the reference part files, all at once, with the
+    prebuilt tree's own commands and nothing else: the floor a build stage
+    can reach (None when the tree cannot say how it builds)."""
+    parts = list(load_assignment(root / ASSIGNMENT_FILE).parts)
+    try:
+        recipes = load_recipes(build_dir, parts)
+    except RecipeError:
+        return None
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=len(parts)) as pool:
+        clock = time.monotonic()
+        runs = list(pool.map(lambda p: subprocess.run(
+            recipes[p.id].compile_command(root / "solutions" / p.file, Path(tmp) / f"{p.id}.o"),
+            capture_output=True, cwd=tmp), parts))
+        seconds = time.monotonic() - clock
+    return round(seconds, 2) if all(r.returncode == 0 for r in runs) else None
+
+
+def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
+    """What starting a CUDA process costs, the floor of every run a grading
+    makes: the GPU probe (`tilelab-roofline --device`) and a harness run of
+    the naive reference on its 1x1 case (medians of 3). Empty without a GPU."""
+    from ..grading import roofline
+    from ..grading.calibration import REFERENCE_DIR
+    from ..grading.runner import run_harness, write_cases
+    from ..system.paths import tool_path
+    from ..system.sandbox import Sandbox
+
+    naive = load_assignment(root / ASSIGNMENT_FILE).part("naive")
+    binary = build_dir / REFERENCE_DIR / naive.id
+    probe, harness = [], []
+    for i in range(3):
+        clock = time.monotonic()
+        try:
+            roofline.device_info(tool_path(build_dir, "tilelab-roofline"), 60)
+        except roofline.RooflineError:
+            return {}
+        probe.append(time.monotonic() - clock)
+        if binary.is_file():
+            case_file = write_cases(naive, [("one", naive.cases["public"][0])], out_dir / f"startup-{i}", 1)
+            harness.append(run_harness(binary, case_file, 60, Sandbox()).seconds)
+    found = {"probe": round(statistics.median(probe), 3)}
+    if harness:
+        found["harness"] = round(statistics.median(harness), 3)
+    return found
+
+
+def student_loop(root: Path, build_dir: Path, out_dir: Path) -> dict:
+    """`tilelab check naive` as a student runs it, in a folder of their own
+    with a correct naive.cu: just edited, unchanged, and with --fast."""
+    student = out_dir / "student"
+    shutil.rmtree(student, ignore_errors=True)
+    student.mkdir(parents=True)
+    source = (root / "solutions" / "naive.cu").read_text()
+    (student / "naive.cu").write_text(f"{source}\n// edited at {time.time_ns()}\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    seconds = {}
+    for name, extra in (("edited", []), ("unchanged", []), ("fast", ["--fast"])):
+        clock = time.monotonic()
+        subprocess.run([sys.executable, "-m", "tilelab.cli", "--root", str(root), "check", "naive", "--dir",
+                        str(student), "--build", str(build_dir), *extra], capture_output=True, env=env)
+        seconds[name] = round(time.monotonic() - clock, 2)
+    return seconds
+
+
 def run_bench(root: Path, build_dir: Path, out_dir: Path, hand_ins: Optional[list] = None,
-              gpus: Optional[list] = None, log: Optional[Callable[[str], None]] = None) -> BenchResult:
+              gpus: Optional[list] = None, log: Optional[Callable[[str], None]] = None,
+              in_flight: int = DEFAULT_IN_FLIGHT) -> BenchResult:
     hand_ins = hand_ins if hand_ins is not None else default_hand_ins(root)
     if not hand_ins:
         raise BenchError("no hand-ins to grade")
+    log = log or (lambda m: None)
+    log("bench: the references graded alone (twice from nothing built, once with every part built)")
+    _grade_references(root, build_dir, out_dir, fresh_build=True)  # on a fresh GPU it calibrates, too
+    references = {"cold": _grade_references(root, build_dir, out_dir, fresh_build=True),
+                  "warm": _grade_references(root, build_dir, out_dir, fresh_build=False)}
+    log("bench: a bare parallel nvcc -c of the same files")
+    bare = bare_compile_seconds(root, build_dir)
+    log("bench: what starting a CUDA process costs")
+    startup = startup_seconds(root, build_dir, out_dir)
+    log("bench: tilelab check naive, as a student runs it")
+    loop = student_loop(root, build_dir, out_dir)
     class_dir, results = out_dir / "class", out_dir / "results"
     _class_of(hand_ins, class_dir)
     shutil.rmtree(results, ignore_errors=True)
+    shutil.rmtree(build_dir / PART_CACHE_DIR, ignore_errors=True)
     clock = time.monotonic()
     summary = run_batch(class_dir, root=root, build_dir=build_dir, out_dir=results, gpus=gpus, force=True,
-                        live=False, log=log)
+                        live=False, log=log, in_flight=in_flight)
     wall = time.monotonic() - clock
     phases: dict = {}
     per_hand_in = {}
+    busy = alone = 0.0
     for name, _ in hand_ins:
         try:
             detailed = json.loads((results / name / "grade.json").read_text())
         except (OSError, ValueError):
             continue  # a grader error: its row says so, it has no phases
-        per_hand_in[name] = {"seconds": detailed.get("seconds", 0.0), "timings": detailed.get("timings", {})}
+        per_hand_in[name] = {"seconds": detailed.get("seconds", 0.0), "timings": detailed.get("timings", {}),
+                             "spans": detailed.get("spans", {})}
         for phase, seconds in per_hand_in[name]["timings"].items():
             phases[phase] = phases.get(phase, 0.0) + float(seconds)
+        busy += covered(per_hand_in[name]["spans"], SHARED_GPU_PHASES + EXCLUSIVE_GPU_PHASES)
+        alone += covered(per_hand_in[name]["spans"], EXCLUSIVE_GPU_PHASES)
     machine = {"gpus": [r.gpu for r in summary.rows if r.gpu][:1]}
     result = BenchResult(
         hand_ins=len(hand_ins), graded=len(per_hand_in), wall_seconds=round(wall, 2), workers=summary.workers,
         phase_seconds={p: round(s, 3) for p, s in phases.items()}, per_hand_in=per_hand_in,
-        gpu_busy_seconds=round(sum(phases.get(p, 0.0) for p in SHARED_GPU_PHASES + EXCLUSIVE_GPU_PHASES), 3),
-        gpu_exclusive_seconds=round(sum(phases.get(p, 0.0) for p in EXCLUSIVE_GPU_PHASES), 3),
-        machine=machine,
+        gpu_busy_seconds=round(busy, 3), gpu_exclusive_seconds=round(alone, 3),
+        machine=machine, in_flight=in_flight, references=references, bare_compile_seconds=bare,
+        student_loop=loop, startup=startup,
     )
     write_atomically(out_dir / "bench.json", json.dumps(result.to_dict(), indent=2) + "\n")
     return result
 
 
+def timeline(spans: dict) -> list:
+    """One grading's phases in the order they started, with when they ran."""
+    rows = sorted(((p, s[0], s[1]) for p, s in spans.items() if s[1] - s[0] >= 0.005), key=lambda r: (r[1], r[2]))
+    return [f"  {phase:<24}{start:>6.2f} -> {end:>6.2f} s ({end - start:.2f} s)" for phase, start, end in rows]
+
+
+def format_single(result: BenchResult) -> list:
+    """The references graded alone, the build against bare nvcc, the student's loop."""
+    lines = []
+    cold, warm = result.references.get("cold"), result.references.get("warm")
+    if cold and warm:
+        lines.append(f"the references graded alone: {cold['seconds']:.1f} s wall with every part compiled, "
+                     f"{warm['seconds']:.1f} s with every part built before ({cold['score']:g} / "
+                     f"{cold['max_score']:g} points); when each phase ran, compiled:")
+        lines += timeline(cold["spans"])
+        build = cold["timings"].get("build")
+        if build and result.bare_compile_seconds:
+            lines.append(f"build stage {build:.2f} s against a bare parallel nvcc -c of the same files "
+                         f"{result.bare_compile_seconds:.2f} s: {build / result.bare_compile_seconds:.2f} x")
+    if result.startup:
+        lines.append("starting a CUDA process: the GPU probe " + f"{result.startup['probe']:.2f} s" +
+                     (f", a harness run of one 1x1 case {result.startup['harness']:.2f} s"
+                      if "harness" in result.startup else ""))
+    if result.student_loop:
+        loop = result.student_loop
+        lines.append(f"tilelab check naive (a correct file): just edited {loop['edited']:.1f} s, unchanged "
+                     f"{loop['unchanged']:.1f} s, --fast {loop['fast']:.1f} s")
+    return lines
+
+
 def format_bench(result: BenchResult) -> str:
-    """The short table a person reads: phases by cost, then the totals."""
+    """The short table a person reads: the single gradings, then the class's
+    phases by cost, then the totals."""
     n = max(1, result.graded)
     walls = [h["seconds"] for h in result.per_hand_in.values()]
-    lines = [f"{'phase':<24}{'total s':>9}{'per hand-in':>13}{'share':>7}"]
+    lines = format_single(result)
+    if lines:
+        lines.append("")
+    lines.append(f"the class, {result.in_flight} hand-in(s) at a time on each GPU (phases overlap: their times add "
+                 "up to more than the wall time)")
+    lines.append(f"{'phase':<24}{'total s':>9}{'per hand-in':>13}{'share':>7}")
     total = sum(result.phase_seconds.values()) or 1.0
     for phase, mean in result.critical_path():
         seconds = result.phase_seconds[phase]
