@@ -7,8 +7,6 @@ from pathlib import Path
 
 import click
 
-from .authoring import starter as starter_mod
-from .operations.batch import DEFAULT_JOBS
 from .spec.assignment import AssignmentError, load_assignment
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
 from .system.setup_errors import SetupError
@@ -49,6 +47,8 @@ def main(ctx: click.Context, root: str | None) -> None:
 @click.pass_context
 def starter(ctx: click.Context, check: bool) -> None:
     """Generate starter/ from the solution regions of solutions/."""
+    from .authoring import starter as starter_mod
+
     root = _root(ctx.obj["root"])
     try:
         assignment = load_assignment(root / ASSIGNMENT_FILE)
@@ -124,8 +124,8 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
               help="One input seed for every submission and every rerun (default: a fresh one each).")
 @click.option("--gpus", default=None, help="GPUs to grade on, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else all "
                                            "that nvidia-smi -L lists); one worker each.")
-@click.option("--jobs", type=click.IntRange(min=1), default=DEFAULT_JOBS, show_default=True,
-              help="Workers when there is no GPU (with GPUs: see --in-flight).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Workers when there is no GPU (with GPUs: see --in-flight) [default: 2].")
 @click.option("--in-flight", type=click.IntRange(min=1), default=None,
               help="Hand-ins graded at once on each GPU: while one is timed, with the GPU to itself, the others "
                    "build and run their cases [default: 3].")
@@ -138,7 +138,7 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 @click.option("--gradebook-only", is_flag=True, help="Grade nothing: collect the results in OUT into gradebook.csv.")
 @click.pass_context
 def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: str | None, seed: int | None,
-          gpus: str | None, jobs: int, in_flight: int | None, force: bool, answer_key: str | None,
+          gpus: str | None, jobs: int | None, in_flight: int | None, force: bool, answer_key: str | None,
           slurm_script: str | None, image: str | None, gradebook_only: bool) -> None:
     """Grade a class: DIR holds one directory per student, named by the student's id."""
     from .operations import batch as batch_mod
@@ -161,7 +161,8 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
             sys.exit(0 if summary.ok else 2)
         build = _build_dir(root, build_dir)
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
-                                      gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None, jobs=jobs,
+                                      gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
+                                      jobs=jobs or batch_mod.DEFAULT_JOBS,
                                       in_flight=in_flight or batch_mod.DEFAULT_IN_FLIGHT, force=force, answer_key=Path(answer_key).resolve() if answer_key else None)
     except batch_mod.BatchError as e:
         raise click.ClickException(str(e)) from None

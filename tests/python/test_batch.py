@@ -472,3 +472,12 @@ def test_a_student_may_not_take_the_leaderboards_names(tmp_path):
     for name in ("leaderboard.csv", "leaderboard.html"):
         (tmp_path / name).mkdir()
     assert all("its own files" in s.problem for s in batch.find_students(tmp_path))
+
+
+def test_the_batch_help_states_the_defaults_it_uses():
+    from click.testing import CliRunner
+
+    from tilelab.cli import main
+
+    text = CliRunner().invoke(main, ["batch", "--help"]).output
+    assert f"[default: {batch.DEFAULT_JOBS}]" in text and f"[default: {batch.DEFAULT_IN_FLIGHT}]" in " ".join(text.split())
