@@ -300,3 +300,38 @@ def test_process_run_kills_the_whole_group_on_time_out():
     done = process.run([sys.executable, "-c", script], timeout_s=1)
     assert done.timed_out and done.exit_code is None
     assert time.monotonic() - start < 15  # the child sleep holds the pipe: it must have been killed too
+
+
+# --- naming the student's file ---------------------------------------------
+
+
+def test_sanitizer_lines_name_the_students_file_whichever_grading_compiled_it(parts, tmp_path):
+    """A memcheck line as compute-sanitizer prints it (13.0, -lineinfo), for
+    an executable the part cache kept from an earlier grading: its line
+    tables name that grading's copy, in a work folder since removed."""
+    from tilelab.grading.grade import _name_the_students_file, _new_state
+    from tilelab.grading.model import Stage
+
+    state = _new_state(parts["boundary"], tmp_path / "hand-in", ("public",))
+    earlier = "/tmp/tilelab-work-k2j4/submission-5f0c9e1d2b3a4c6d/sources/boundary.cu"
+    state.result.stages["memcheck"] = Stage(
+        "memcheck", "failed", "memcheck reported errors",
+        "=========     at boundaryKernel(const float *, const float *, float *, int)+0x1b0 in "
+        f"{earlier}:39\n=========     by thread (3,0,0) in block (1,0,0)")
+    _name_the_students_file(state, "grade")
+    details = state.result.stages["memcheck"].details
+    assert " in boundary.cu:39\n" in details and "sources" not in details
+    # Another part's file, or a file of the same name elsewhere, is left alone.
+    other = f"in /home/ann/boundary.cu:39 and {earlier.replace('boundary.cu', 'tiled.cu')}:7"
+    state.result.stages["memcheck"].details = other
+    _name_the_students_file(state, "grade")
+    assert state.result.stages["memcheck"].details == other
+
+
+def test_process_run_stops_when_another_thread_calls_it_off():
+    """What a part's sanitizer runs get when its correctness run hangs."""
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    done = process.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=60, cancel=cancel)
+    assert done.stopped == process.CANCELLED and not done.timed_out and done.exit_code is None
+    assert done.seconds < 10

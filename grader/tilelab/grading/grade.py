@@ -24,6 +24,7 @@ import importlib
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -171,7 +172,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                                  timed) if states else None
         opt.progress("build")
         with timed("build"):
-            copies = _build(states, opt, assignment, work)
+            _build(states, opt, assignment, work)
         gpu, ceilings, basis = gpu_side.result() if gpu_side else (None, None, None)
 
     runnable = [s for s in states if s.binary is not None]
@@ -195,7 +196,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                     _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox)
 
     for s in states:
-        _name_the_students_file(s, copies, opt.mode)
+        _name_the_students_file(s, opt.mode)
         # anything still unset was skipped on purpose
         s.skip_from(STAGES[0], "not run: switched off for this run" if gpu else NO_GPU)
         for c in s.result.cases:
@@ -470,33 +471,38 @@ def _speed_basis(opt: GradeOptions, assignment: Assignment, gpu: dict, ceilings,
     return None
 
 
-def _name_the_students_file(s: _Part, copies: Optional[Path], mode: str) -> None:
+def _copy_pattern(file: str) -> "re.Pattern":
+    """Any copy of `file` the grader compiled: SubmissionBuild's sources
+    folder in a private work folder. An executable taken from the part
+    cache was compiled from an earlier grading's copy, and its line tables
+    (which compute-sanitizer reads) name that one."""
+    return re.compile(r"/[^\s'\"()<>]*/submission-[0-9a-f]{16}/sources/" + re.escape(file) + r"\b")
+
+
+def _name_the_students_file(s: _Part, mode: str) -> None:
     """The compiler, compute-sanitizer and the harness name the copy of the
     part file the grader built; say the student's own instead: the path
     they typed from (`tilelab check`: starter/boundary.cu:39), or the file
     name alone where it was uploaded (boundary.cu:39)."""
-    if copies is None:
-        return
-    copy = str(copies / s.part.file)
     own = s.part.file
     if mode == "check":
         try:
             own = os.path.relpath(s.source)
         except ValueError:
             own = str(s.source)
+    pattern = _copy_pattern(s.part.file)
     for stage in s.result.stages.values():
-        stage.summary = stage.summary.replace(copy, own)
-        stage.details = stage.details.replace(copy, own)
+        stage.summary = pattern.sub(lambda _: own, stage.summary)
+        stage.details = pattern.sub(lambda _: own, stage.details)
 
 
-def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> Optional[Path]:
-    """Builds every part that passed its static checks; returns the folder of
-    the copies it compiled (None when nothing was built). A part file built
+def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> None:
+    """Builds every part that passed its static checks. A part file built
     before with the same bytes (by this student or another) is not compiled
     again (build_cache.py)."""
     todo = [s for s in states if s.stage("static").status == "passed"]
     if not todo:
-        return None
+        return
     cache = (BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR, CHECK_POLICY) if opt.mode == "check"
              else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
     keys = {s.part.id: cache.key(s.part, s.source) for s in todo}
@@ -512,7 +518,7 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
     if cached_dir.exists():
         cached_dir.chmod(0o711)
     if not todo:
-        return None
+        return
     submission_dir = work / _private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
@@ -525,7 +531,7 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
         for s in todo:
             s.set("build", "error", "the grader could not prepare the build (not your fault)", str(e))
             s.skip_from("correctness", "not run: the build could not be prepared")
-        return builder.sources
+        return
     with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
         builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))
     builder.seal()
@@ -542,7 +548,6 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
             cache.keep(s.part, keys[s.part.id], b.binary)
         if s.binary is None:
             s.skip_from("correctness", "not run: the part did not build")
-    return builder.sources
 
 
 def _harness_failure(run) -> Optional[str]:
