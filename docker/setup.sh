@@ -41,8 +41,13 @@ step_system() {
   # The grader runs as root and refuses to grade without this user.
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup.sh: not root: student code will run as $(id -un), without a sandbox user"
-  elif ! id "$user" >/dev/null 2>&1; then
-    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user"
+  else
+    # One user per grading side by side (tilelab batch --in-flight), each with
+    # its own process limit (grader/tilelab/system/sandbox.py, SANDBOX_USERS).
+    for name in "$user" $(seq -f "$user-%g" 2 8); do
+      id "$name" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin "$name"
+    done
   fi
 }
 

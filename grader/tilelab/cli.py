@@ -128,7 +128,8 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
               help="Workers when there is no GPU (with GPUs: see --in-flight) [default: 2].")
 @click.option("--in-flight", type=click.IntRange(min=1), default=None,
               help="Hand-ins graded at once on each GPU: while one is timed, with the GPU to itself, the others "
-                   "build and run their cases [default: 3].")
+                   "build and run their cases; each needs a sandbox user of its own when root [default: 3, fewer "
+                   "where there are fewer users].")
 @click.option("--force", is_flag=True, help="Grade again what an earlier run already graded.")
 @click.option("--answer-key", type=click.Path(dir_okay=False), default=None,
               help="The answer key (default: ROOT/solutions/answers.yaml, or ROOT/key/answers.yaml).")
@@ -163,7 +164,8 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
                                       gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
                                       jobs=jobs or batch_mod.DEFAULT_JOBS,
-                                      in_flight=in_flight or batch_mod.DEFAULT_IN_FLIGHT, force=force, answer_key=Path(answer_key).resolve() if answer_key else None)
+                                      in_flight=in_flight, force=force,
+                                      answer_key=Path(answer_key).resolve() if answer_key else None)
     except batch_mod.BatchError as e:
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:
@@ -305,7 +307,7 @@ def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: 
     out = Path(out_dir).resolve() if out_dir else build / "bench"
     try:
         result = run_bench(root, build, out, gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
-                           log=lambda m: click.echo(m, err=True), in_flight=in_flight or batch_mod.DEFAULT_IN_FLIGHT)
+                           log=lambda m: click.echo(m, err=True), in_flight=in_flight)
     except (BenchError, batch_mod.BatchError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"wrote {out / 'bench.json'}")

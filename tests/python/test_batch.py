@@ -480,4 +480,33 @@ def test_the_batch_help_states_the_defaults_it_uses():
     from tilelab.cli import main
 
     text = CliRunner().invoke(main, ["batch", "--help"]).output
-    assert f"[default: {batch.DEFAULT_JOBS}]" in text and f"[default: {batch.DEFAULT_IN_FLIGHT}]" in " ".join(text.split())
+    assert f"[default: {batch.DEFAULT_JOBS}]" in text and f"[default: {batch.DEFAULT_IN_FLIGHT}," in " ".join(text.split())
+
+
+def test_gradings_side_by_side_get_a_sandbox_user_each_or_fewer_at_a_time():
+    """As root with the users scripts/secure-checkout makes (tilelab-student,
+    -2 ... -8), each worker on a GPU runs as its own user; as a user, one
+    process limit is shared, so the default falls to one at a time."""
+    import pwd
+
+    from tilelab.system.sandbox import SANDBOX_USERS, side_by_side, slot_user
+
+    assert [slot_user("tilelab-student", i) for i in range(3)] == ["tilelab-student", "tilelab-student-2",
+                                                                  "tilelab-student-3"]
+    as_user = Sandbox()
+    assert side_by_side(as_user, 3) == [as_user]
+    assert batch.in_flight_for(["0"], as_user, None)[0] == 1
+    kept, warning = batch.in_flight_for(["0"], as_user, 3)
+    assert kept == 3 and "fork bomb" in warning
+    assert batch.in_flight_for([], as_user, None) == (1, None)
+    try:
+        users = [pwd.getpwnam(slot_user("tilelab-student", i)) for i in range(SANDBOX_USERS)]
+    except KeyError:
+        pytest.skip("skipped: the sandbox users are made by scripts/secure-checkout as root")
+    base = Sandbox(user=users[0].pw_name, uid=users[0].pw_uid, gid=users[0].pw_gid)
+    assert batch.in_flight_for(["0", "1"], base, None) == (3, None)
+    workers = batch._workers(["0", "1"], 1, base, in_flight=3)
+    assert len({w.sandbox.uid for w in workers}) == 6
+    assert [w.sandbox.user for w in workers[:2]] == ["tilelab-student", "tilelab-student-2"]
+    fewer, note = batch.in_flight_for(["0", "1", "2"], base, None)
+    assert fewer == 2 and "8 sandbox users for 9 gradings side by side" in note

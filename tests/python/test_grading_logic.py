@@ -335,3 +335,21 @@ def test_process_run_stops_when_another_thread_calls_it_off():
     done = process.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=60, cancel=cancel)
     assert done.stopped == process.CANCELLED and not done.timed_out and done.exit_code is None
     assert done.seconds < 10
+
+
+def test_only_endings_a_part_cannot_account_for_are_run_again_alone():
+    """Exit codes from include/tilelab/exit_codes.h: the ones a part's own code
+    causes stand; a crash, a signal, CUDA failing to start or a process that
+    never started may come from a fork bomb beside it."""
+    from tilelab.grading.runner import may_be_disturbed
+
+    def ended(exit_code=None, signal=None, timed_out=False, stopped=None):
+        return process.Completed(exit_code=exit_code, signal=signal, timed_out=timed_out, seconds=0.1, stdout="",
+                                 stderr="", stdout_bytes=0, stderr_bytes=0, stopped=stopped)
+
+    for own in (0, 10, 11, 12, 14, 15):  # ok, no kernel, launch error, kernel fault, early exit, TODO stub
+        assert not may_be_disturbed(ended(own))
+    for other in (5, 6, 7, 13, 126):  # no device, CUDA API error, CUPTI, crash; setpriv could not start it
+        assert may_be_disturbed(ended(other))
+    assert may_be_disturbed(ended(signal=9))
+    assert not may_be_disturbed(ended(timed_out=True)) and not may_be_disturbed(ended(stopped=process.CANCELLED))

@@ -52,7 +52,7 @@ from .build_cache import CHECK_POLICY, GRADE_POLICY, BuildCache
 from .diagnose import STATUS_HINTS, case_hints
 from .launch_checks import check_launches, launch_rows
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from .runner import exit_codes, run_harness, verify, write_cases
+from .runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
 from .sanitizer import NOT_RUN_AFTER_TIMEOUT, run_sanitizer
 from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time
 from .static_checks import check_source
@@ -182,7 +182,17 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     else:
         opt.progress("correctness" + (" and compute-sanitizer" if opt.sanitizers else ""))
         with opt.gpu_lock.shared():
-            _shared_gpu_runs(runnable, sets, seed, work, assignment, verify_tool, opt, timed)
+            disturbed = _shared_gpu_runs(runnable, sets, seed, work, assignment, verify_tool, opt, timed, opt.jobs)
+        if disturbed:
+            # Crashed or could not start: perhaps starved by a run beside it
+            # (a fork bomb in another part, or in another hand-in of the
+            # batch, holds the sandbox user's process limit). Each such part
+            # is run again alone, with the GPU to itself, so nothing of
+            # anybody else runs beside it, and that run is its verdict.
+            opt.progress("running again alone: " + ", ".join(s.part.id for s in disturbed))
+            with timed("runs again alone"), opt.gpu_lock.exclusive():
+                for s in disturbed:
+                    _shared_gpu_runs([s], sets, seed, work, assignment, verify_tool, opt, timed, 1)
         if opt.timing and ceilings is None:
             for s in runnable:
                 s.skip_from("speed", NO_CEILINGS)
@@ -285,17 +295,21 @@ def _gpu_and_targets(opt: "GradeOptions", assignment: Assignment, roofline_tool:
 
 
 def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
-                     opt: "GradeOptions", timed) -> None:
+                     opt: "GradeOptions", timed, workers: int) -> list:
     """Every part's correctness runs (then its launch checks) and sanitizer
-    runs, all at once: they may share the GPU, and none waits for another.
-    A part whose correctness run times out hangs: its sanitizer runs are
-    called off (cancel) and reported not run."""
+    runs, `workers` at a time: they may share the GPU, and none waits for
+    another. A part whose correctness run times out hangs: its sanitizer
+    runs are called off (cancel) and reported not run. Returns the parts
+    whose runs may have been disturbed by runs beside them (runner.
+    may_be_disturbed): grade() runs those again, alone."""
     codes = exit_codes(verify_tool)
     cancel = {s.part.id: threading.Event() for s in runnable}
+    disturbed: set = set()
 
     def correctness(s: _Part) -> None:
         with timed("correctness"):
-            _correctness(s, sets, seed, work, assignment, verify_tool, codes, opt)
+            if _correctness(s, sets, seed, work, assignment, verify_tool, codes, opt):
+                disturbed.add(s.part.id)
         if any(c.status == "timeout" for c in s.result.cases):
             cancel[s.part.id].set()
         with timed("launch checks"):
@@ -303,8 +317,10 @@ def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignm
 
     def sanitize(s: _Part, tool: str, case_file: Path) -> None:
         with timed("sanitizers"):
-            stage = run_sanitizer(tool, s.binary, case_file, limit, opt.sandbox, cancel[s.part.id])
+            stage, maybe = run_sanitizer(tool, s.binary, case_file, limit, opt.sandbox, cancel[s.part.id])
         s.result.stages[tool] = stage
+        if maybe:
+            disturbed.add(s.part.id)
 
     limit = assignment.grading["time_limits"]["sanitizer"]
     jobs = [(correctness, (s,)) for s in runnable]
@@ -316,13 +332,14 @@ def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignm
                                         record_launches=False)
                 jobs.append((sanitize, (s, tool, case_file)))
     # Correctness first: its verdicts are shown as soon as they are known.
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), opt.jobs))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), workers))) as pool:
         for done in [pool.submit(fn, *args) for fn, args in jobs]:
             done.result()
     for s in runnable:
         if cancel[s.part.id].is_set():
             for tool in ("memcheck", "racecheck"):
                 s.set(tool, "not_run", NOT_RUN_AFTER_TIMEOUT)
+    return [s for s in runnable if s.part.id in disturbed and not cancel[s.part.id].is_set()]
 
 
 def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> AnswersResult:
@@ -622,13 +639,15 @@ def _staff_log(opt: GradeOptions, name: str, run) -> None:
 
 
 def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
-                 exit_codes: dict, opt: GradeOptions) -> None:
+                 exit_codes: dict, opt: GradeOptions) -> bool:
     """Public and hidden cases run in separate processes: what a part prints
     while it runs hidden cases (it is called with their sizes) goes to staff
-    logs only. Hidden cases also get opaque names in their case file."""
+    logs only. Hidden cases also get opaque names in their case file.
+    Returns whether a run may have been disturbed by runs beside it."""
     limit = assignment.grading["time_limits"]["correctness"]
     reverse = {real: opaque for opaque, real in s.hidden_names.items()}
     cases, results, student_output, failure, seconds, printed = [], [], "", None, 0.0, 0
+    disturbed = False
     for set_name in sets:
         entries = [(reverse.get(c.name, c.name), c) for c in s.part.cases[set_name]]
         if not entries:
@@ -636,6 +655,7 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
         case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{set_name}"),
                                 seed + (7 if set_name == "hidden" else 0))
         run = run_harness(s.binary, case_file, limit, opt.sandbox)
+        disturbed = disturbed or may_be_disturbed(run)
         _staff_log(opt, f"{s.part.id}-{set_name}", run)
         verdict = verify(verify_tool, case_file)
         set_cases = _case_results(verdict, (set_name,), s.part, s.hidden_names)
@@ -665,6 +685,7 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
           student_output if not s.cases_all_passed else "", seconds,
           case_hints(s.result.cases, tiled=s.part.shared_memory != "any"))
     s.result.launches = launch_rows(results[0] if results else {})
+    return disturbed
 
 
 def _launch_checks(s: _Part) -> None:

@@ -98,6 +98,24 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     return HarnessRun(**dataclasses.asdict(done), result=result if isinstance(result, dict) else None)
 
 
+# Exit codes (include/tilelab/exit_codes.h) that a part's own code accounts
+# for: ok (cases failing or not), no kernel, launch error, kernel fault, early
+# exit, TODO stub. Any other ending (a crash, a signal, CUDA or CUPTI failing
+# to start, the process not starting at all) may come from what ran beside
+# it: runs of one sandbox user share its process limit, so a fork bomb in one
+# part starves the others.
+OWN_EXITS = frozenset({0, 10, 11, 12, 14, 15})
+
+
+def may_be_disturbed(run: process.Completed, own_exits: frozenset = OWN_EXITS) -> bool:
+    """Whether a run may have ended as it did because of other runs at the
+    same time, so that running it again alone could end otherwise. A time
+    limit or a called-off run is not (a hang hangs again)."""
+    if run.timed_out or run.stopped == process.CANCELLED:
+        return False
+    return run.stopped is not None or run.exit_code not in own_exits
+
+
 def verify(verify_binary: Path, case_file: Path) -> dict:
     """The trusted verdict on the last harness run in the case file's directory."""
     workdir = case_file.parent

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..system.process import CANCELLED, clip_lines
 from .model import Stage
-from .runner import run_harness
+from .runner import OWN_EXITS, may_be_disturbed, run_harness
 
 if TYPE_CHECKING:
     import threading
@@ -53,17 +53,23 @@ HINTS = {
 
 
 def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
-                  cancel: Optional["threading.Event"] = None) -> Stage:
-    """The part's `tool` stage (memcheck or racecheck). It runs beside the
-    part's correctness run; `cancel` stops it when that run shows the part
-    hangs (a hanging kernel would otherwise hold it to its own, longer limit)."""
+                  cancel: Optional["threading.Event"] = None) -> tuple:
+    """The part's `tool` stage (memcheck or racecheck), and whether the run
+    may have been disturbed by runs beside it (runner.may_be_disturbed). It
+    runs beside the part's correctness run; `cancel` stops it when that run
+    shows the part hangs (a hanging kernel would otherwise hold it to its
+    own, longer limit)."""
     exe = sanitizer_path()
     if not exe:
-        return Stage(tool, "not_run", "compute-sanitizer is not installed here")
+        return Stage(tool, "not_run", "compute-sanitizer is not installed here"), False
     wrapper = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_ERROR_EXIT), "--print-limit", "20"]
     if tool == "racecheck":
         wrapper += ["--racecheck-report", "analysis"]
     run = run_harness(binary, case_file, timeout_s, sandbox, wrapper=wrapper, cancel=cancel)
+    return _stage_of(tool, run, timeout_s), may_be_disturbed(run, OWN_EXITS | {SANITIZER_ERROR_EXIT})
+
+
+def _stage_of(tool: str, run, timeout_s: float) -> Stage:
     seconds = round(run.seconds, 3)
     if run.stopped == CANCELLED:
         return Stage(tool, "not_run", NOT_RUN_AFTER_TIMEOUT, "", seconds)

@@ -60,7 +60,7 @@ from ..spec.assignment import Assignment, AssignmentError, load_assignment
 from ..system.atomic import write_atomically
 from ..system.gpu_lock import GpuLock
 from ..system.paths import ASSIGNMENT_FILE, unbuilt_reason
-from ..system.sandbox import Sandbox, SandboxError, sandbox_for_this_process
+from ..system.sandbox import SANDBOX_USERS, Sandbox, SandboxError, sandbox_for_this_process, side_by_side
 
 DONE_FILE = ".done"
 GRADEBOOK_FILE = "gradebook.csv"
@@ -122,7 +122,8 @@ class BatchSummary:
     rows: list  # of Row, in directory order
     wall_seconds: float
     gradebook: Path
-    workers: int = 0  # GPUs, or CPU workers without one
+    workers: int = 0  # gradings at a time: GPUs x in_flight, or CPU workers without a GPU
+    in_flight: int = 1  # gradings at a time on each GPU
     leaderboards: list = field(default_factory=list)  # the class leaderboards' files written, if any
 
     @property
@@ -265,20 +266,45 @@ def parse_gpus(text: str) -> list:
 
 
 def _workers(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1) -> list:
+    """With GPUs: `in_flight` workers per GPU, sharing its lock, each with a
+    sandbox user of its own where there are enough (sandbox.side_by_side);
+    without: `jobs` workers sharing one lock (should a GPU be there after
+    all, with no nvidia-smi on the PATH)."""
     if gpus:
+        users = side_by_side(sandbox, len(gpus) * in_flight)
         workers = []
-        for g in gpus:
+        for i, g in enumerate(gpus):
             # The hand-ins in flight on one GPU share its lock: their correctness
             # and sanitizer runs share the GPU, their timing runs take it in turn.
             lock = GpuLock()
-            gpu_sandbox = dataclasses.replace(sandbox, extra_env={**sandbox.extra_env, "CUDA_VISIBLE_DEVICES": g})
-            workers += [_Worker(f"GPU {g}" if in_flight == 1 else f"GPU {g}.{i + 1}", gpu_sandbox, lock)
-                        for i in range(in_flight)]
+            for slot in range(in_flight):
+                own = users[(i * in_flight + slot) % len(users)]
+                gpu_sandbox = dataclasses.replace(own, extra_env={**own.extra_env, "CUDA_VISIBLE_DEVICES": g})
+                workers.append(_Worker(f"GPU {g}" if in_flight == 1 else f"GPU {g}.{slot + 1}", gpu_sandbox, lock))
         return workers
-    # No GPU was found. Should one be there after all (no nvidia-smi on the
-    # PATH), the workers share it and one lock keeps their timing runs apart.
     lock = GpuLock()
     return [_Worker(f"worker {i + 1}", sandbox, lock) for i in range(jobs)]
+
+
+def in_flight_for(gpus: list, sandbox: Sandbox, asked: Optional[int]) -> tuple:
+    """(hand-ins at a time on each GPU, a note or None). Gradings side by
+    side need a sandbox user each, or a fork bomb in one starves the others:
+    without enough users the default falls to what they allow; a number the
+    TA asked for is kept, with a warning."""
+    if not gpus:
+        return 1, None
+    users = len(side_by_side(sandbox, len(gpus) * (asked or DEFAULT_IN_FLIGHT)))
+    fits = max(1, users // len(gpus))
+    wanted = asked or DEFAULT_IN_FLIGHT
+    if wanted <= fits:
+        return wanted, None
+    why = (f"{users} sandbox user{'s' if users != 1 else ''} for {len(gpus) * wanted} gradings side by side"
+           if sandbox.switches_user else "not root: every grading runs as you, with one process limit")
+    if asked is None:
+        return fits, (f"grading {fits} hand-in{'s' if fits != 1 else ''} at a time on each GPU ({why}; "
+                      f"./scripts/secure-checkout makes {SANDBOX_USERS} as root)")
+    return asked, (f"warning: --in-flight {asked} with {why}: a hand-in that exhausts its processes (a fork "
+                   "bomb) can make the hand-ins beside it fail to build or run")
 
 
 # ---------------------------------------------------------------- one submission
@@ -579,7 +605,7 @@ def run_batch(
     seed: Optional[int] = None,
     gpus: Optional[list] = None,
     jobs: int = DEFAULT_JOBS,
-    in_flight: int = DEFAULT_IN_FLIGHT,
+    in_flight: Optional[int] = None,
     force: bool = False,
     answer_key: Optional[Path] = None,
     sandbox: Optional[Sandbox] = None,
@@ -590,7 +616,8 @@ def run_batch(
 
     gpus: values for CUDA_VISIBLE_DEVICES, one worker each (default: find_gpus()).
     jobs: workers when there is no GPU.
-    in_flight: hand-ins graded at once on each GPU (DEFAULT_IN_FLIGHT).
+    in_flight: hand-ins graded at once on each GPU (default: DEFAULT_IN_FLIGHT, fewer where there are
+      not enough sandbox users; in_flight_for).
     sandbox: the sandbox the workers start from (default: sandbox_for_this_process());
       tests pass Sandbox() to grade as themselves. Not a command-line option.
     live: a rich progress display on stderr (default: when stderr is a terminal);
@@ -603,7 +630,7 @@ def run_batch(
     unbuilt = unbuilt_reason(build_dir)
     if unbuilt:
         raise BatchError(unbuilt)
-    if jobs < 1 or in_flight < 1:
+    if jobs < 1 or (in_flight is not None and in_flight < 1):
         raise BatchError("--jobs and --in-flight must be at least 1")
     if sandbox is None:
         try:
@@ -611,8 +638,11 @@ def run_batch(
         except SandboxError as e:
             raise BatchError(str(e)) from None
     gpus = find_gpus() if gpus is None else list(gpus)
-    workers = _workers(gpus, jobs, sandbox, in_flight)
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    in_flight, note = in_flight_for(gpus, sandbox, in_flight)
+    if note:
+        log(note)
+    workers = _workers(gpus, jobs, sandbox, in_flight)
     part_ids = [p.id for p in assignment.parts]
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = {"root": root, "build_dir": build_dir, "answer_key": Path(answer_key).resolve() if answer_key else None,
@@ -714,6 +744,7 @@ def run_batch(
 
     done = [rows[s.name] for s in students]
     return BatchSummary(done, wall_seconds=time.monotonic() - clock, gradebook=gradebook, workers=len(workers),
+                        in_flight=in_flight,
                         leaderboards=write_leaderboards(out_dir, done, assignment))
 
 

@@ -46,7 +46,7 @@ from ..grading.grade import PART_CACHE_DIR, GradeOptions, build_jobs_each, grade
 from ..spec.assignment import load_assignment
 from ..system.atomic import write_atomically
 from ..system.paths import ASSIGNMENT_FILE
-from .batch import DEFAULT_IN_FLIGHT, run_batch
+from .batch import run_batch
 
 # Phases that hold the GPU: shared (gradings beside it may use it too) or alone.
 SHARED_GPU_PHASES = ("correctness", "sanitizers")
@@ -207,7 +207,7 @@ def student_loop(root: Path, build_dir: Path, out_dir: Path) -> dict:
 
 def run_bench(root: Path, build_dir: Path, out_dir: Path, hand_ins: Optional[list] = None,
               gpus: Optional[list] = None, log: Optional[Callable[[str], None]] = None,
-              in_flight: int = DEFAULT_IN_FLIGHT) -> BenchResult:
+              in_flight: Optional[int] = None) -> BenchResult:
     hand_ins = hand_ins if hand_ins is not None else default_hand_ins(root)
     if not hand_ins:
         raise BenchError("no hand-ins to grade")
@@ -249,7 +249,7 @@ def run_bench(root: Path, build_dir: Path, out_dir: Path, hand_ins: Optional[lis
         hand_ins=len(hand_ins), graded=len(per_hand_in), wall_seconds=round(wall, 2), workers=summary.workers,
         phase_seconds={p: round(s, 3) for p, s in phases.items()}, per_hand_in=per_hand_in,
         gpu_busy_seconds=round(busy, 3), gpu_exclusive_seconds=round(alone, 3),
-        machine=machine, in_flight=in_flight, references=references, bare_compile_seconds=bare,
+        machine=machine, in_flight=summary.in_flight, references=references, bare_compile_seconds=bare,
         student_loop=loop, startup=startup,
     )
     write_atomically(out_dir / "bench.json", json.dumps(result.to_dict(), indent=2) + "\n")

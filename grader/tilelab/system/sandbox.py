@@ -23,7 +23,7 @@ import os
 import pwd
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -139,6 +139,37 @@ def sandbox_for_this_process(user: Optional[str] = None) -> Sandbox:
     if entry.pw_uid == 0:
         raise SandboxError(f"sandbox user {name!r} is root: name an unprivileged user in TILELAB_SANDBOX_USER")
     return Sandbox(user=name, uid=entry.pw_uid, gid=entry.pw_gid, isolate_network=_network_isolation_works())
+
+
+# Gradings side by side (tilelab batch --in-flight) each get a sandbox user of
+# their own: the process limit is per user, so a fork bomb in one hand-in
+# cannot starve the builds and runs of the hand-ins beside it. The first is
+# the sandbox user itself, then <user>-2, <user>-3...; scripts/secure-checkout
+# and docker/setup.sh make SANDBOX_USERS of them.
+SANDBOX_USERS = 8
+
+
+def slot_user(base: str, index: int) -> str:
+    """The sandbox user of the index-th grading side by side (0-based)."""
+    return base if index == 0 else f"{base}-{index + 1}"
+
+
+def side_by_side(base: Sandbox, count: int) -> list:
+    """Up to `count` sandboxes like `base`, each with a user of its own
+    (slot_user), as many as exist in a row. A sandbox that does not switch
+    users (not root) has only itself: its runs share the caller's limits."""
+    if not base.switches_user:
+        return [base]
+    found = [base]
+    for index in range(1, count):
+        try:
+            entry = pwd.getpwnam(slot_user(base.user, index))
+        except KeyError:
+            break
+        if entry.pw_uid == 0:
+            break
+        found.append(replace(base, user=entry.pw_name, uid=entry.pw_uid, gid=entry.pw_gid))
+    return found
 
 
 def preflight(sandbox: Sandbox, secrets: list, needed: list) -> None:
