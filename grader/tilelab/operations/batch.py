@@ -754,10 +754,11 @@ def run_batch(
 def slurm_time_limit(assignment: Assignment) -> int:
     """Seconds one task may take: every time limit of assignment.yaml added up
     as if each part used all of its own (builds one after another, two
-    correctness runs, two sanitizers, the timing), plus the ceilings'
-    measurement and starting the container."""
+    correctness runs and two sanitizers, all run again alone once, the
+    timing), plus the ceilings' measurement and starting the container."""
     limits = assignment.grading["time_limits"]
-    per_part = limits["build"] + 2 * limits["correctness"] + 2 * limits["sanitizer"] + limits["speed"]
+    runs = 2 * limits["correctness"] + 2 * limits["sanitizer"]
+    per_part = limits["build"] + 2 * runs + limits["speed"]
     return len(assignment.parts) * per_part + 120 + 600
 
 
