@@ -50,7 +50,7 @@ from .batch import run_batch
 
 # Phases that hold the GPU: shared (gradings beside it may use it too) or alone.
 SHARED_GPU_PHASES = ("correctness", "sanitizers")
-EXCLUSIVE_GPU_PHASES = ("gpu probe and ceilings", "calibration", "speed")
+EXCLUSIVE_GPU_PHASES = ("gpu probe and ceilings", "calibration", "runs again alone", "speed")
 
 
 class BenchError(ValueError):
