@@ -2,8 +2,9 @@
 
 A part's executable depends on nothing but the part file's bytes, the
 part's launcher and signature, and the build it is linked into (the harness
-libraries and sources, the build's settings). The key is a digest of all of
-them, so an executable found under a key is the one a new build would make,
+libraries and sources, the build's settings); whether it may run at all, on
+the symbol audit's rules. The key is a digest of all of them, so an
+executable found under a key is the one a new build would make (and pass),
 whoever handed the file in. Two uses:
 
   - `tilelab check` (CHECK_POLICY): a student runs it again and again while
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..spec.assignment import Part
+from . import static_checks
 
 # What every part's executable links or is compiled with, besides the part file.
 _BUILD_INPUTS = ("CMakeCache.txt", "compile_commands.json", "grader/harness/libtilelab_harness.a",
@@ -64,6 +66,9 @@ class BuildCache:
             _feed(base, build_dir / rel)
         for rel in _SOURCE_INPUTS:
             _feed(base, root / rel)
+        # Only executables that passed the symbol audit are kept: the audit's
+        # rules are part of what a kept executable stands for.
+        _feed(base, Path(static_checks.__file__))
         self._base = base.hexdigest()
 
     def key(self, part: Part, source: Path) -> str:
