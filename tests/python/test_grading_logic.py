@@ -353,3 +353,11 @@ def test_only_endings_a_part_cannot_account_for_are_run_again_alone():
         assert may_be_disturbed(ended(other))
     assert may_be_disturbed(ended(signal=9))
     assert not may_be_disturbed(ended(timed_out=True)) and not may_be_disturbed(ended(stopped=process.CANCELLED))
+
+
+def test_the_self_test_refuses_a_name_it_has_no_hand_in_for(root, tmp_path):
+    """`tilelab selftest naive-crash-host` (for naive-host-crash) grades nothing and says so."""
+    from tilelab.selftest.handins import run_selftest
+
+    with pytest.raises(SelftestError, match="no hand-in named naive-crash-host"):
+        run_selftest(root, tmp_path / "build", tmp_path / "out", names=("naive-host-crash", "naive-crash-host"))

@@ -326,6 +326,10 @@ def run_selftest(
     hand_ins += load_hand_ins(root / "tests" / "submissions", set(part_files), {q.id for q in assignment.questions})
     hand_ins += generated_hand_ins(out_dir / "generated", part_files)
     if names:
+        unknown = sorted(set(names) - {h.name for h in hand_ins})
+        if unknown:
+            # A misspelt name would otherwise pass by, graded by nothing.
+            raise SelftestError(f"no hand-in named {', '.join(unknown)} (tests/submissions holds them)")
         hand_ins = [h for h in hand_ins if h.name in names]
     lock = GpuLock()
     sandbox = sandbox_for_this_process()
