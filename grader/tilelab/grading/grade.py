@@ -181,8 +181,10 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             s.skip_from("correctness", NO_GPU)
     else:
         opt.progress("correctness" + (" and compute-sanitizer" if opt.sanitizers else ""))
+        codes = exit_codes(verify_tool)
         with opt.gpu_lock.shared():
-            disturbed = _shared_gpu_runs(runnable, sets, seed, work, assignment, verify_tool, opt, timed, opt.jobs)
+            disturbed = _shared_gpu_runs(runnable, sets, seed, work, assignment, verify_tool, codes, opt, timed,
+                                         opt.jobs)
         if disturbed:
             # Crashed or could not start: perhaps starved by a run beside it
             # (a fork bomb in another part, or in another hand-in of the
@@ -192,7 +194,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             opt.progress("running again alone: " + ", ".join(s.part.id for s in disturbed))
             with timed("runs again alone"), opt.gpu_lock.exclusive():
                 for s in disturbed:
-                    _shared_gpu_runs([s], sets, seed, work, assignment, verify_tool, opt, timed, 1)
+                    _shared_gpu_runs([s], sets, seed, work, assignment, verify_tool, codes, opt, timed, 1)
         if opt.timing and ceilings is None:
             for s in runnable:
                 s.skip_from("speed", NO_CEILINGS)
@@ -295,14 +297,14 @@ def _gpu_and_targets(opt: "GradeOptions", assignment: Assignment, roofline_tool:
 
 
 def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
-                     opt: "GradeOptions", timed, workers: int) -> list:
+                     codes: dict, opt: "GradeOptions", timed, workers: int) -> list:
     """Every part's correctness runs (then its launch checks) and sanitizer
     runs, `workers` at a time: they may share the GPU, and none waits for
     another. A part whose correctness run times out hangs: its sanitizer
     runs are called off (cancel) and reported not run. Returns the parts
     whose runs may have been disturbed by runs beside them (runner.
-    may_be_disturbed): grade() runs those again, alone."""
-    codes = exit_codes(verify_tool)
+    may_be_disturbed): grade() runs those again, alone. `codes`: the
+    harness's exit codes (runner.exit_codes)."""
     cancel = {s.part.id: threading.Event() for s in runnable}
     disturbed: set = set()
 

@@ -293,9 +293,9 @@ def in_flight_for(gpus: list, sandbox: Sandbox, asked: Optional[int]) -> tuple:
     TA asked for is kept, with a warning."""
     if not gpus:
         return 1, None
-    users = len(side_by_side(sandbox, len(gpus) * (asked or DEFAULT_IN_FLIGHT)))
-    fits = max(1, users // len(gpus))
     wanted = asked or DEFAULT_IN_FLIGHT
+    users = len(side_by_side(sandbox, len(gpus) * wanted))
+    fits = max(1, users // len(gpus))
     if wanted <= fits:
         return wanted, None
     why = (f"{users} sandbox user{'s' if users != 1 else ''} for {len(gpus) * wanted} gradings side by side"

@@ -80,7 +80,9 @@ class BenchResult:
         return 3600.0 * self.graded / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
     def critical_path(self) -> list:
-        """(phase, mean seconds per grading), longest first: one grading runs them in turn."""
+        """(phase, mean seconds per grading), longest first: where the time goes.
+        Phases of one grading may overlap (grade.json's spans), so this ranks
+        them; timeline() shows which of them one grading waits for."""
         n = max(1, self.graded)
         return sorted(((p, s / n) for p, s in self.phase_seconds.items()), key=lambda x: -x[1])
 
