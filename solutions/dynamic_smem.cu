@@ -6,8 +6,10 @@
 //   M is j x k, N is k x l, P = M * N is j x l, row-major floats in device
 //   memory, any j, k, l >= 1 (as in rectangular.cu). `prop` describes the
 //   device, but the grader may lower prop.sharedMemPerBlock (to 2048, 512 or
-//   128 bytes) or prop.maxThreadsPerBlock: the kernel must adapt, and must
-//   never ask for more shared memory than prop.sharedMemPerBlock. All shared
+//   128 bytes), prop.maxThreadsPerBlock or prop.maxThreadsDim, to stand for
+//   other GPUs: the kernel must adapt, and every launch must keep within all
+//   three (threads per block, block width along x and y, shared memory per
+//   block); the grader checks each launch against each. All shared
 //   memory is dynamic (no static __shared__ arrays in this file). The
 //   launcher starts its kernel(s) on the default stream and returns without
 //   synchronizing.
@@ -15,7 +17,8 @@
 // The idea: a tile size fixed at compile time is a guess about the GPU. Here
 // the launcher reads the limits it is given and picks:
 //   - the tile width T, so that a T x T block of threads fits in
-//     maxThreadsPerBlock (and a T x T pair of tiles fits in shared memory);
+//     maxThreadsPerBlock and maxThreadsDim (and a T x T pair of tiles fits in
+//     shared memory);
 //   - the tile depth S (a multiple of T): each phase stages a T x S slab of M
 //     and an S x T slab of N, as deep as the shared memory allows. Deeper
 //     slabs mean fewer phases, so fewer barriers per output element.
@@ -37,13 +40,15 @@ struct TileShape {
 // Assumes prop.sharedMemPerBlock >= 8 bytes (one float of M and one of N).
 TileShape chooseTileShape(const cudaDeviceProp& prop, int k) {
   // BEGIN SOLUTION
-  // HINT: Pick the largest T (at most 32) with T * T <= prop.maxThreadsPerBlock
-  // HINT: and 2 * T * T * sizeof(float) <= prop.sharedMemPerBlock. Then stage as
+  // HINT: Pick the largest T (at most 32) with T * T <= prop.maxThreadsPerBlock,
+  // HINT: T <= prop.maxThreadsDim[0] and [1], and 2 * T * T * sizeof(float) <=
+  // HINT: prop.sharedMemPerBlock. Then stage as
   // HINT: many T-wide slices per phase as the shared memory holds (but no more
   // HINT: than k needs): S = T * slices. Return T, S and the bytes of Mds + Nds.
   const size_t limit = prop.sharedMemPerBlock;
   int width = 1;
   while (width < 32 && (width + 1) * (width + 1) <= prop.maxThreadsPerBlock &&
+         width + 1 <= prop.maxThreadsDim[0] && width + 1 <= prop.maxThreadsDim[1] &&
          2 * size_t(width + 1) * (width + 1) * sizeof(float) <= limit) {
     ++width;
   }

@@ -45,7 +45,8 @@ TEST(CaseFile, FullCaseRoundTripsThroughJson) {
   doc["guard_elements"] = 128;
   doc["cases"][0] = json::parse(R"({"name": "r", "j": 3, "k": 5, "l": 7,
       "inputs": {"M": "/abs/M.f32", "N": "rel/N.f32"}, "output": "P.f32",
-      "tolerance": {"sqrt_k_factor": 4}, "props": {"sharedMemPerBlock": "optin", "maxThreadsPerBlock": 256},
+      "tolerance": {"sqrt_k_factor": 4}, "props": {"sharedMemPerBlock": "optin", "maxThreadsPerBlock": 256,
+                                                         "maxThreadsDim": [16, 8, 64]},
       "timing": {"seed": 9, "repetitions": 3, "warmup_calls": 1, "warmup_ms": 5, "input_sets": 2, "samples": 8,
                  "flush_l2": false}})");
   const CaseFile f = parse_case_file(doc, "/base");
@@ -56,6 +57,8 @@ TEST(CaseFile, FullCaseRoundTripsThroughJson) {
   EXPECT_EQ(c.output, std::filesystem::path("/base/P.f32"));
   EXPECT_TRUE(c.props.shared_mem_per_block_optin);
   EXPECT_EQ(c.props.max_threads_per_block, 256);
+  ASSERT_TRUE(c.props.max_threads_dim.has_value());
+  EXPECT_EQ(*c.props.max_threads_dim, (std::array<int, 3>{16, 8, 64}));
   ASSERT_TRUE(c.timing.has_value());
   EXPECT_EQ(c.timing->repetitions, 3);
   EXPECT_FALSE(c.timing->flush_l2);
@@ -68,6 +71,10 @@ TEST(CaseFile, ErrorsNameTheField) {
   json doc = minimal();
   doc["cases"][0]["k"] = -3;
   EXPECT_EQ(error_of(doc), "cases[0].k: must be between 1 and 1048576, got -3");
+
+  doc = minimal();
+  doc["cases"][0]["props"] = json::parse(R"({"maxThreadsDim": [16, 8]})");
+  EXPECT_EQ(error_of(doc), "cases[0].props.maxThreadsDim: must be [x, y, z]");
 
   doc = minimal();
   doc["cases"][0]["inputs"] = json::parse(R"({"seed": 1, "distribution": "gaussian"})");

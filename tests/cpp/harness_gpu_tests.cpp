@@ -3,6 +3,7 @@
 // Each test skips with "skipped: no CUDA device" when no GPU is present.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <iostream>
 
@@ -126,15 +127,20 @@ TEST(DynamicSmem, UsesOnlyDynamicSharedMemoryWithinTheGivenLimit) {
     std::optional<uint64_t> smem;
     bool optin;
     std::optional<int> threads;
+    std::optional<std::array<int, 3>> dims;
   };
-  const Limit limits[] = {{"device", {}, false, {}},   {"smem2048", 2048, false, {}},  {"smem512", 512, false, {}},
-                          {"smem128", 128, false, {}}, {"threads256", {}, false, 256}, {"optin", {}, true, {}}};
+  const Limit limits[] = {{"device", {}, false, {}, {}},     {"smem2048", 2048, false, {}, {}},
+                          {"smem512", 512, false, {}, {}},   {"smem128", 128, false, {}, {}},
+                          {"threads256", {}, false, 256, {}}, {"optin", {}, true, {}, {}},
+                          {"dims8x8", {}, false, {}, std::array<int, 3>{8, 8, 64}},
+                          {"dims16x4", {}, false, {}, std::array<int, 3>{16, 4, 64}}};
   uint64_t seed = 100;
   for (const Limit& lim : limits) {
     CaseSpec c = make_case(lim.name, 65, 300, 47, seed++);
     c.props.shared_mem_per_block = lim.smem;
     c.props.shared_mem_per_block_optin = lim.optin;
     c.props.max_threads_per_block = lim.threads;
+    c.props.max_threads_dim = lim.dims;
     f.cases.push_back(c);
   }
   const HarnessRun run = run_harness(reference("dynamic_smem"), f, dir.path());
@@ -156,6 +162,9 @@ TEST(DynamicSmem, UsesOnlyDynamicSharedMemoryWithinTheGivenLimit) {
       const json& block = k.at("block");
       EXPECT_LE(block[0].get<int>() * block[1].get<int>() * block[2].get<int>(),
                 r.at("props_given").at("maxThreadsPerBlock").get<int>());
+      for (int axis = 0; axis < 3; ++axis) {
+        EXPECT_LE(block[axis].get<int>(), r.at("props_given").at("maxThreadsDim")[axis].get<int>());
+      }
     }
   }
 }

@@ -10,6 +10,7 @@
 // Without a GPU every test is skipped and says so.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -77,6 +78,7 @@ class SharedRun {
               }
             }
             if (p.contains("maxThreadsPerBlock")) spec.props.max_threads_per_block = p["maxThreadsPerBlock"].get<int>();
+            if (p.contains("maxThreadsDim")) spec.props.max_threads_dim = p["maxThreadsDim"].get<std::array<int, 3>>();
           }
           file.cases.push_back(std::move(spec));
         }

@@ -153,13 +153,38 @@ def test_launch_checks_catch_host_computing_foreign_kernels_and_missing_shared_m
 
 
 def test_launch_checks_of_the_dynamic_part():
-    ok = {"cases": [case("c", [kernel("dyn(float*)", dynamic=2048)], props={"sharedMemPerBlock": 2048})]}
-    assert check_launches(ok, "dynamic_smem.cu", {"dyn"}, "dynamic_only").status == "passed"
-    static = {"cases": [case("c", [kernel("dyn(float*)", static=8192)], props={"sharedMemPerBlock": 49152})]}
+    ok = {"cases": [case("c", [kernel("dyn(float*)", dynamic=2048)])]}
+    assert check_launches(ok, "dynamic_smem.cu", {"dyn"}, "dynamic_only",
+                          {"c": {"sharedMemPerBlock": 2048}}).status == "passed"
+    static = {"cases": [case("c", [kernel("dyn(float*)", static=8192)])]}
     assert "8192 bytes of static __shared__" in check_launches(static, "d.cu", {"dyn"}, "dynamic_only").details
-    greedy = {"cases": [case("c", [kernel("dyn(float*)", dynamic=8192)], props={"sharedMemPerBlock": 512})]}
-    found = check_launches(greedy, "d.cu", {"dyn"}, "dynamic_only")
+    greedy = {"cases": [case("c", [kernel("dyn(float*)", dynamic=8192)])]}
+    found = check_launches(greedy, "d.cu", {"dyn"}, "dynamic_only", {"c": {"sharedMemPerBlock": 512}})
     assert found.status == "failed" and "8192 bytes" in found.summary and "limit of 512" in found.summary
+
+
+def test_every_lowered_limit_is_held_to_whatever_the_harness_says_it_gave():
+    """The dynamic part's hidden cases of assignment.yaml lower maxThreadsPerBlock
+    to 256 and maxThreadsDim to [8, 8, 64]; the reference launches 16 x 16 and
+    8 x 8 blocks there. The harness's own props_given (written in the process
+    that runs student code) is not what the check reads."""
+    from tilelab.grading.launch_checks import over_limits
+
+    lowered = {"threads": {"maxThreadsPerBlock": 256}, "dims": {"maxThreadsDim": [8, 8, 64]}}
+    big = dict(kernel("dyn(float*)", dynamic=2048), block=[32, 32, 1])
+    forged = {"cases": [case("threads", [big], props={"maxThreadsPerBlock": 1024}),
+                        case("dims", [big], props={"maxThreadsDim": [1024, 1024, 64]})]}
+    found = check_launches(forged, "dynamic_smem.cu", {"dyn"}, "dynamic_only", lowered)
+    assert found.status == "failed" and not found.work_elsewhere
+    assert "threads: dyn ran blocks of 32 x 32 x 1 = 1024 threads, more than the 256" in found.details
+    assert "along x, more than the 8 it was given (prop.maxThreadsDim[0])" in found.details
+    assert "along y" in found.details and "maxThreadsDim" in found.hints[0]
+    fits = [dict(kernel("dyn(float*)", dynamic=2048), block=[16, 16, 1]), dict(kernel("dyn(float*)"), block=[8, 8, 1])]
+    assert over_limits(fits[0], lowered["threads"]) == [] and over_limits(fits[1], lowered["dims"]) == []
+    # Shared memory counts static and dynamic together, for any part whose case lowers it.
+    assert over_limits(kernel("k()", static=256, dynamic=384), {"sharedMemPerBlock": 512}) == [
+        "k asked for 640 bytes of shared memory but was given a limit of 512 (prop.sharedMemPerBlock)"]
+    assert over_limits({"block": "x"}, lowered["threads"]) == []  # garbage from the harness: nothing to compare
 
 
 def test_launch_checks_survive_garbage_from_the_harness():

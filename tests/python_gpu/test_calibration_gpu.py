@@ -102,6 +102,8 @@ def test_a_calibration_far_below_the_last_one_is_not_believed(build, device, ass
     assert calibration.load_cached(device["uuid"]) == inflated  # the suspect figures were not kept
     # Staff may accept them on purpose: `tilelab calibrate` keeps them and names each drop.
     accepted, fallen = calibration.recalibrate(build, assignment, device, verify)
-    assert len(fallen) == len(accepted.speeds) and calibration.load_cached(device["uuid"]) == accepted
+    # Every figure of the inflated calibration fell; cuBLAS, timed for the challenge part, was not in it.
+    assert len(fallen) == len(inflated.speeds) < len(accepted.speeds)
+    assert calibration.load_cached(device["uuid"]) == accepted
     cached = json.loads(calibration.cache_file(device["uuid"]).read_text())
     assert cached["fingerprint"] == calibration.fingerprint(build, assignment, device)

@@ -119,7 +119,7 @@ InputSpec parse_inputs(const json& v, const std::string& where, const std::files
 }
 
 PropOverrides parse_props(const json& v, const std::string& where) {
-  check_keys(v, where, {"sharedMemPerBlock", "maxThreadsPerBlock"});
+  check_keys(v, where, {"sharedMemPerBlock", "maxThreadsPerBlock", "maxThreadsDim"});
   PropOverrides p;
   if (v.contains("sharedMemPerBlock")) {
     const json& s = v["sharedMemPerBlock"];
@@ -133,6 +133,15 @@ PropOverrides parse_props(const json& v, const std::string& where) {
   if (v.contains("maxThreadsPerBlock")) {
     p.max_threads_per_block =
         static_cast<int>(get_int(v["maxThreadsPerBlock"], where + ".maxThreadsPerBlock", 1, 1 << 20));
+  }
+  if (v.contains("maxThreadsDim")) {
+    const json& d = v["maxThreadsDim"];
+    if (!d.is_array() || d.size() != 3) fail(where + ".maxThreadsDim", "must be [x, y, z]");
+    std::array<int, 3> dims{};
+    for (size_t i = 0; i < 3; ++i) {
+      dims[i] = static_cast<int>(get_int(d[i], where + ".maxThreadsDim[" + std::to_string(i) + "]", 1, 1 << 20));
+    }
+    p.max_threads_dim = dims;
   }
   return p;
 }
@@ -241,6 +250,7 @@ json case_file_to_json(const CaseFile& f) {
       if (c.props.shared_mem_per_block_optin) p["sharedMemPerBlock"] = "optin";
       if (c.props.shared_mem_per_block) p["sharedMemPerBlock"] = *c.props.shared_mem_per_block;
       if (c.props.max_threads_per_block) p["maxThreadsPerBlock"] = *c.props.max_threads_per_block;
+      if (c.props.max_threads_dim) p["maxThreadsDim"] = *c.props.max_threads_dim;
       jc["props"] = p;
     }
     if (c.timing) {

@@ -17,13 +17,15 @@
 //         "inputs": {"seed": 7, "distribution": "uniform"},   // or {"M": path, "N": path}
 //         "output": "w17.P.f32",              // optional: raw float32, j*l values
 //         "tolerance": {"sqrt_k_factor": 16}, // read by the verifier only
-//         "props": {"sharedMemPerBlock": 2048, "maxThreadsPerBlock": 256},  // optional
+//         "props": {"sharedMemPerBlock": 2048, "maxThreadsPerBlock": 256,   // optional
+//                   "maxThreadsDim": [16, 16, 64]},
 //         "timing": {"seed": 99, "repetitions": 10, "warmup_calls": 2, "warmup_ms": 100,
 //                    "input_sets": 3, "samples": 64, "flush_l2": true} }  // optional
 //     ]
 //   }
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -59,7 +61,10 @@ struct PropOverrides {
   std::optional<uint64_t> shared_mem_per_block;  // bytes
   bool shared_mem_per_block_optin = false;       // "optin": use the device's opt-in maximum
   std::optional<int> max_threads_per_block;
-  bool any() const { return shared_mem_per_block || shared_mem_per_block_optin || max_threads_per_block; }
+  std::optional<std::array<int, 3>> max_threads_dim;  // x, y, z
+  bool any() const {
+    return shared_mem_per_block || shared_mem_per_block_optin || max_threads_per_block || max_threads_dim;
+  }
 };
 
 struct TimingSpec {

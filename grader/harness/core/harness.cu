@@ -101,6 +101,12 @@ void validate_props(const CaseFile& file, const cudaDeviceProp& real) {
       fail(ExitCode::kBadCaseFile,
            where + "maxThreadsPerBlock exceeds the device's " + std::to_string(real.maxThreadsPerBlock));
     }
+    for (int i = 0; c.props.max_threads_dim && i < 3; ++i) {
+      if ((*c.props.max_threads_dim)[i] > real.maxThreadsDim[i]) {
+        fail(ExitCode::kBadCaseFile, where + "maxThreadsDim[" + std::to_string(i) + "] exceeds the device's " +
+                                         std::to_string(real.maxThreadsDim[i]));
+      }
+    }
   }
 }
 
@@ -109,6 +115,7 @@ cudaDeviceProp given_props(const CaseSpec& c, const cudaDeviceProp& real) {
   if (c.props.shared_mem_per_block_optin) p.sharedMemPerBlock = real.sharedMemPerBlockOptin;
   if (c.props.shared_mem_per_block) p.sharedMemPerBlock = *c.props.shared_mem_per_block;
   if (c.props.max_threads_per_block) p.maxThreadsPerBlock = *c.props.max_threads_per_block;
+  for (int i = 0; c.props.max_threads_dim && i < 3; ++i) p.maxThreadsDim[i] = (*c.props.max_threads_dim)[i];
   return p;
 }
 
@@ -162,8 +169,11 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBindi
 
   const cudaDeviceProp given = given_props(spec, real);
   if (part.signature == Signature::kRectangularProps) {
-    out.result["props_given"] = {{"sharedMemPerBlock", given.sharedMemPerBlock},
-                                 {"maxThreadsPerBlock", given.maxThreadsPerBlock}};
+    // Every limit the launch checks hold the part's launches to.
+    out.result["props_given"] = {
+        {"sharedMemPerBlock", given.sharedMemPerBlock},
+        {"maxThreadsPerBlock", given.maxThreadsPerBlock},
+        {"maxThreadsDim", {given.maxThreadsDim[0], given.maxThreadsDim[1], given.maxThreadsDim[2]}}};
   }
   TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
   LaunchRecorder::flush();

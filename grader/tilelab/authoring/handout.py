@@ -81,6 +81,8 @@ def _conditions(case: Case) -> list:
     for key, value in case.props.items():
         if value == "optin":
             words.append(f"prop.{key} raised to the device's opt-in maximum")
+        elif isinstance(value, list):
+            words.append(f"prop.{key} lowered to {' × '.join(map(str, value))}")
         else:
             unit = " bytes" if key == "sharedMemPerBlock" else ""
             words.append(f"prop.{key} lowered to {value}{unit}")
@@ -159,6 +161,15 @@ SHARED_MEMORY_RULES = {
 }
 
 
+# What the launch checks hold every launch to, where cases lower the device's
+# limits (grading/launch_checks.py, over_limits).
+LIMITS_RULE = ("Where a case lowers a limit of the cudaDeviceProp your launcher is given, every launch of that "
+               "case is checked against it: prop.maxThreadsPerBlock (threads per block), prop.maxThreadsDim "
+               "(the block's size along x, y and z) and prop.sharedMemPerBlock (static and dynamic shared "
+               "memory together). A launch over any of them fails the launch checks, which withholds the "
+               "part's correctness points.")
+
+
 def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root: Path, ta: bool) -> dict:
     square = part.signature == "square"
     public, hidden = part.cases["public"], part.cases["hidden"]
@@ -171,7 +182,8 @@ def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root:
         "starter_path": f"{STARTER_DIR}/{part.file}",
         "declaration": part.declaration,
         "teaches": part.teaches,
-        "shared_memory_rule": SHARED_MEMORY_RULES[part.shared_memory],
+        "shared_memory_rule": SHARED_MEMORY_RULES[part.shared_memory] + (
+            " " + LIMITS_RULE if any(c.props for name in ("public", "hidden") for c in part.cases[name]) else ""),
         "correctness_points": fmt_points(part.points["correctness"]),
         "speed_points": fmt_points(part.points["speed"]),
         "case_points": fmt_points(case_points(part.points["correctness"], graded)),

@@ -692,7 +692,11 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
 
 def _launch_checks(s: _Part) -> None:
     try:
-        check = check_launches(s.harness_result, s.part.file, s.kernels, s.part.shared_memory)
+        # The limits each case lowered, by its name in the case file (hidden cases have opaque ones).
+        opaque = {real: name for name, real in s.hidden_names.items()}
+        props = {opaque.get(c.name, c.name): dict(c.props) for name in ("public", "hidden")
+                 for c in s.part.cases[name] if c.props}
+        check = check_launches(s.harness_result, s.part.file, s.kernels, s.part.shared_memory, props)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         # The records come from the process that runs student code.
         s.set("launch", "failed", f"the launch records are malformed ({e})")

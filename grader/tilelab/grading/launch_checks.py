@@ -7,13 +7,17 @@ started. From those, per correctness case:
     how a launcher computes on the host and hands the answer over);
   - no kernel was launched outside the call (another thread, left running);
   - shared memory is used as the part requires: "required" (some kernel of
-    each call uses it), "dynamic_only" (no static __shared__, some dynamic,
-    never more than the sharedMemPerBlock the launcher was given).
+    each call uses it), "dynamic_only" (no static __shared__, some dynamic);
+  - every launch keeps within each limit its case lowered in the
+    cudaDeviceProp the launcher was given (threads per block, block
+    dimensions, shared memory per block). The limits come from the case
+    itself (assignment.yaml), not from what the harness wrote.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 HOST_COPY_KINDS = ("HtoD", "DtoH", "HtoH")
 
@@ -46,7 +50,39 @@ def kernel_base_name(cupti_name: str) -> str:
     return name.split("::")[-1]
 
 
-def check_launches(harness_result: dict, part_file: str, kernels_defined: set, policy: str) -> LaunchCheck:
+def over_limits(kernel: dict, props: dict) -> list:
+    """How one recorded launch broke the limits its case lowered (`props`,
+    a case's props in assignment.yaml): one message per limit."""
+    kname = kernel_base_name(str(kernel.get("name", "")))
+    found = []
+    block = kernel.get("block")
+    dims = [_n(d) for d in block] if isinstance(block, list) and len(block) == 3 else None
+    threads = props.get("maxThreadsPerBlock")
+    if isinstance(threads, int) and dims and dims[0] * dims[1] * dims[2] > threads:
+        found.append(f"{kname} ran blocks of {dims[0]} x {dims[1]} x {dims[2]} = {dims[0] * dims[1] * dims[2]} "
+                     f"threads, more than the {threads} it was given (prop.maxThreadsPerBlock)")
+    most = props.get("maxThreadsDim")
+    if isinstance(most, list) and len(most) == 3 and dims:
+        for axis, (size, limit) in enumerate(zip(dims, most)):
+            if size > limit:
+                found.append(f"{kname} ran blocks {size} threads wide along {'xyz'[axis]}, more than the {limit} "
+                             f"it was given (prop.maxThreadsDim[{axis}])")
+    smem = props.get("sharedMemPerBlock")
+    if isinstance(smem, int) and _shared(kernel) > smem:
+        found.append(f"{kname} asked for {_shared(kernel)} bytes of shared memory but was given a limit of {smem} "
+                     "(prop.sharedMemPerBlock)")
+    return found
+
+
+LIMIT_HINT = ("Read every limit from the cudaDeviceProp the launcher is given (maxThreadsPerBlock, "
+              "maxThreadsDim, sharedMemPerBlock) and size the block and the tiles to fit all of them: the "
+              "grader lowers them to stand for other GPUs.")
+
+
+def check_launches(harness_result: dict, part_file: str, kernels_defined: set, policy: str,
+                   case_props: Optional[dict] = None) -> LaunchCheck:
+    """`case_props`: name in the case file -> the props the case lowers."""
+    case_props = case_props or {}
     listed = harness_result.get("cases")
     cases = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
     recorded = [c for c in cases if c.get("launches_recorded") is True and isinstance(c.get("launches"), list)]
@@ -87,22 +123,20 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
                 hints.append("This part is about staging tiles of M and N in shared memory (__shared__) "
                              "and computing from there.")
         elif policy == "dynamic_only":
-            props = case.get("props_given")
-            limit = props.get("sharedMemPerBlock") if isinstance(props, dict) else None
             for k in launches:
-                kname = kernel_base_name(str(k.get("name", "")))
                 static = _n(k.get("static_shared_bytes"))
-                dynamic = _n(k.get("dynamic_shared_bytes"))
                 if static > 0:
-                    problems.append((name, f"{kname} uses {static} bytes of static __shared__ memory"))
+                    problems.append((name, f"{kernel_base_name(str(k.get('name', '')))} uses {static} bytes of "
+                                           "static __shared__ memory"))
                     hints.append("Use one extern __shared__ buffer, sized by the third launch parameter, "
                                  "and carve Mds and Nds out of it.")
-                if isinstance(limit, int) and dynamic > limit:
-                    problems.append((name, f"{kname} asked for {dynamic} bytes of dynamic shared memory "
-                                           f"but was given a limit of {limit} (prop.sharedMemPerBlock)"))
-                    hints.append("Size the tiles from prop.sharedMemPerBlock and never ask for more than it.")
             if not any(_n(k.get("dynamic_shared_bytes")) > 0 for k in launches):
                 problems.append((name, "no kernel used dynamic shared memory"))
+        for k in launches:
+            broken = over_limits(k, case_props.get(name, {}))
+            problems += [(name, message) for message in broken]
+            if broken:
+                hints.append(LIMIT_HINT)
     if not problems:
         return LaunchCheck("passed", f"{len(recorded)} calls: work done in {part_file}'s own kernels"
                                      + ("" if policy == "any" else ", shared memory as required"))

@@ -25,7 +25,7 @@ SIGNATURES = {
     "rectangular_props": "int j, int k, int l, const cudaDeviceProp& prop",
 }
 DISTRIBUTIONS = ("uniform", "small_int")
-PROP_KEYS = ("sharedMemPerBlock", "maxThreadsPerBlock")
+PROP_KEYS = ("sharedMemPerBlock", "maxThreadsPerBlock", "maxThreadsDim")
 CASE_SETS = ("public", "hidden", "timing", "memcheck", "racecheck")
 GRADED_SETS = ("public", "hidden")  # their case names share one namespace in reports
 SHARED_MEMORY_POLICIES = ("any", "required", "dynamic_only")
@@ -208,8 +208,9 @@ def _case_name(j: int, k: int, l: int, square: bool, distribution: str, props: d
         name += "-int"
     for key in PROP_KEYS:
         if key in props:
-            short = {"sharedMemPerBlock": "smem", "maxThreadsPerBlock": "threads"}[key]
-            name += f"-{short}{props[key]}"
+            short = {"sharedMemPerBlock": "smem", "maxThreadsPerBlock": "threads", "maxThreadsDim": "dim"}[key]
+            value = props[key]
+            name += f"-{short}{'x'.join(map(str, value)) if isinstance(value, list) else value}"
     return name
 
 
@@ -239,6 +240,12 @@ def _parse_case(raw: Any, where: str, signature: str) -> Case:
                 props = dict(_mapping(raw["props"], f"{where}.props", optional=PROP_KEYS))
                 for key, value in props.items():
                     if key == "sharedMemPerBlock" and value == "optin":
+                        continue
+                    if key == "maxThreadsDim":
+                        if not isinstance(value, list) or len(value) != 3:
+                            _fail(f"{where}.props.maxThreadsDim", f"must be [x, y, z], got {value!r}")
+                        props[key] = [_int(v, f"{where}.props.maxThreadsDim[{i}]", 1, 1 << 20)
+                                      for i, v in enumerate(value)]
                         continue
                     _int(value, f"{where}.props.{key}", 1, 1 << 30)
     if distribution not in DISTRIBUTIONS:

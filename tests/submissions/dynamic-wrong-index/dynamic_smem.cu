@@ -23,7 +23,10 @@ __global__ void dynamicSmemKernel(const float* M, const float* N, float* P, int 
 
 void launchDynamicSmem(const float* M, const float* N, float* P, int j, int k, int l, const cudaDeviceProp& prop) {
   int T = 32;
-  while (T > 1 && (T * T > prop.maxThreadsPerBlock || 2 * T * T * sizeof(float) > prop.sharedMemPerBlock)) T /= 2;
+  while (T > 1 && (T * T > prop.maxThreadsPerBlock || T > prop.maxThreadsDim[0] || T > prop.maxThreadsDim[1] ||
+                   2 * T * T * sizeof(float) > prop.sharedMemPerBlock)) {
+    T /= 2;
+  }
   const size_t bytes = 2 * T * T * sizeof(float);
   dim3 block(T, T);
   dim3 grid((l + T - 1) / T, (j + T - 1) / T);

@@ -22,10 +22,11 @@ __global__ void dynSquare(const float* M, const float* N, float* P, int j, int k
   if (row < j && col < l) P[row * l + col] = sum;
 }
 
-// Largest T <= 32 whose T x T block and two T x T float tiles fit what prop allows.
+// Largest T <= 32 whose T x T block (threads and width along x and y) and two
+// T x T float tiles fit what prop allows.
 static int pickTile(const cudaDeviceProp& prop) {
   int T = 32;
-  while (T > 1 && (T * T > prop.maxThreadsPerBlock ||
+  while (T > 1 && (T * T > prop.maxThreadsPerBlock || T > prop.maxThreadsDim[0] || T > prop.maxThreadsDim[1] ||
                    2 * (size_t)T * T * sizeof(float) > prop.sharedMemPerBlock)) {
     --T;
   }
