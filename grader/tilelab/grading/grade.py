@@ -673,8 +673,10 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
             break  # a part that hangs would hang again: the other set is not run
     ran = {c.name for c in cases}
     s.result.cases = cases + [c for c in s.result.cases if c.name not in ran]
-    s.harness_result = {"cases": [c for r in results for c in (r.get("cases") if isinstance(r.get("cases"), list)
-                                                               else [])],
+    listed = [r.get("cases") if isinstance(r.get("cases"), list) else [] for r in results]
+    s.harness_result = {"cases": [c for cases_of_run in listed for c in cases_of_run],
+                        "first_cases": [run_cases[0].get("name") for run_cases in listed
+                                        if run_cases and isinstance(run_cases[0], dict)],
                         "cuda_in_use_at_start": any(r.get("cuda_in_use_at_start") is True for r in results)}
     summary = _case_list_summary(s.result.cases)
     if failure == "timeout":
