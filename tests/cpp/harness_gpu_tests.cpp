@@ -1,8 +1,10 @@
 // GPU tests of the harness itself: exit codes of broken launchers, what CUPTI
-// records for the dynamic part, timing agreement, file inputs, guard regions.
+// records for the dynamic part, timing agreement, the API recorder, file
+// inputs, guard regions.
 // Each test skips with "skipped: no CUDA device" when no GPU is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <iostream>
@@ -194,6 +196,41 @@ TEST(Timing, TiledCuptiDurationAgreesWithEvents) {
   EXPECT_LE(std::fabs(cupti - events) / events, 0.10);
   EXPECT_GE(wall, events);
   EXPECT_EQ(t.at("failed_calls"), 0);
+}
+
+// The API recorder names the launcher's own calls, not the harness's, and a
+// launcher that only launches spends well under the grader's floor of host
+// CPU time outside CUDA calls (HOST_CPU_FLOOR_MS in launch_checks.py, 2 ms),
+// on its correctness call and on every timed call.
+TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  CaseFile f;
+  f.part = "dynamic_smem";
+  CaseSpec c = make_case("w1024", 1024, 1024, 1024, 5);
+  c.timing = TimingSpec{};
+  c.timing->seed = 78;
+  f.cases.push_back(c);
+  const HarnessRun run = run_harness(reference("dynamic_smem"), f, dir.path());
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const json& result = *run.result;
+  EXPECT_EQ(result.at("cuda_in_use_at_start"), false);
+  const json& raw = result.at("cases").at(0);
+  ASSERT_EQ(raw.at("api_recorded"), true);
+  bool launched = false;
+  for (const auto& [name, count] : raw.at("api_calls").items()) {
+    std::cout << "dynamic_smem call: " << name << " x" << count << "\n";
+    launched = launched || name.rfind("cudaLaunchKernel", 0) == 0;
+    EXPECT_EQ(name.rfind("cudaEventRecord", 0), std::string::npos) << "the harness's own event was counted";
+  }
+  EXPECT_TRUE(launched) << raw.at("api_calls").dump();
+  EXPECT_TRUE(raw.at("api_calls_outside_call").empty()) << raw.at("api_calls_outside_call").dump();
+  EXPECT_LT(raw.at("host_cpu_ms").get<double>(), 2.0);
+  double most = 0;
+  for (const json& call : raw.at("timing").at("calls")) most = std::max(most, call.at("host_cpu_ms").get<double>());
+  std::cout << "dynamic_smem 1024: host CPU " << raw.at("host_cpu_ms") << " ms on the correctness call, at most "
+            << most << " ms on a timed call\n";
+  EXPECT_LT(most, 2.0);
 }
 
 }  // namespace

@@ -72,3 +72,22 @@ def test_compile_error_audit_and_link_error_keep_their_three_messages(root, tmp_
         if step is None:
             assert built.binary.is_file() and os.access(built.binary, os.X_OK)
         shutil.rmtree(work)
+
+
+def test_the_audit_refuses_host_memory_calls_in_the_symbol_table(root, tmp_path):
+    """The self-test's hand-ins: cudaHostAlloc and cudaMallocManaged are refused
+    by name from the compiled part's symbols. The one that finds
+    cuMemHostRegister by walking libcuda's symbol table has no such symbol: it
+    builds, and the harness's API recorder is what catches it on the GPU."""
+    naive = load_assignment(root / "assignment.yaml").part("naive")
+    cases = {
+        "naive-mapped-host-memory": ("audit", "calls cudaHostAlloc (host memory that kernels can reach)"),
+        "naive-managed-memory": ("audit", "calls cudaMallocManaged (managed memory, which the host can reach)"),
+        "naive-registers-host-memory-by-address": (None, "compiled and linked"),
+    }
+    for name, (step, words) in cases.items():
+        builder = SubmissionBuild(build_dir(), tmp_path / name)
+        builder.copy_sources([root / "tests/submissions" / name / "naive.cu"])
+        builder.prepare([naive])
+        built = builder.build_part(naive, 300)
+        assert built.failed_step == step and words in (built.summary + built.details), (name, built.summary)

@@ -187,6 +187,89 @@ def test_every_lowered_limit_is_held_to_whatever_the_harness_says_it_gave():
     assert over_limits({"block": "x"}, lowered["threads"]) == []  # garbage from the harness: nothing to compare
 
 
+# CUPTI's names for API calls, as cuptiGetCallbackName gives them: the
+# CUPTI_RUNTIME_TRACE_CBID_* and CUPTI_DRIVER_TRACE_CBID_* ids of
+# cupti_runtime_cbid.h and cupti_driver_cbid.h (CUDA 13.0).
+def test_api_names_lose_their_version_and_stream_suffixes():
+    from tilelab.grading.launch_checks import api_name
+    assert api_name("cudaHostAlloc_v3020") == "cudaHostAlloc"
+    assert api_name("cudaLaunchHostFunc_ptsz_v10000") == "cudaLaunchHostFunc"
+    assert api_name("cuMemHostRegister_v2") == "cuMemHostRegister"
+    assert api_name("cudaMemcpy2DAsync_ptsz_v7000") == "cudaMemcpy2DAsync"
+    assert api_name("cudaMalloc") == "cudaMalloc"
+
+
+def test_launch_checks_name_each_refused_call_from_any_thread():
+    allowed = {"cudaLaunchKernel_v7000": 2, "cudaMallocAsync_v11020": 1, "cudaGraphLaunch_v10000": 1,
+               "cudaFuncSetAttribute_v3020": 1, "cudaStreamCreateWithFlags_v5000": 1, "cudaEventRecord_v3020": 1,
+               "cudaDeviceGetAttribute_v5000": 1, "cudaMemcpyAsync_v3020": 1}
+    ok = case("w17", [kernel("k()")])
+    ok.update(api_recorded=True, api_calls=allowed, api_calls_outside_call={}, host_cpu_ms=0.04)
+    assert check_launches({"cases": [ok]}, "naive.cu", {"k"}, "any").status == "passed"
+
+    mapped = dict(ok, api_calls=dict(allowed, cudaHostAlloc_v3020=1, cudaFreeHost_v3020=1))
+    found = check_launches({"cases": [mapped]}, "naive.cu", {"k"}, "any")
+    assert found.status == "failed" and found.work_elsewhere
+    assert found.summary == ("the launcher called cudaHostAlloc (host memory that kernels can reach) (case w17)")
+    by_thread = dict(ok, api_calls_outside_call={"cuMemHostRegister_v2": 1, "cuMemHostGetDevicePointer_v2": 1})
+    found = check_launches({"cases": [by_thread]}, "naive.cu", {"k"}, "any")
+    assert "cuMemHostGetDevicePointer (host memory that kernels can reach), cuMemHostRegister (host memory " \
+           "that kernels can reach) from another thread" in found.summary
+    managed_host_func = dict(ok, api_calls={"cudaMallocManaged_v6000": 1, "cudaLaunchHostFunc_ptsz_v10000": 1})
+    found = check_launches({"cases": [managed_host_func]}, "naive.cu", {"k"}, "any")
+    assert "cudaLaunchHostFunc (host code run in the GPU's stream order)" in found.summary
+    assert "cudaMallocManaged (managed memory, which the host can reach)" in found.summary
+
+
+def test_launch_checks_name_the_call_behind_a_host_copy():
+    copied = case("w17", [kernel("naiveKernel()")], memory=[
+        {"kind": "DtoH", "api": "cudaMemcpy2DAsync_v3020", "bytes": 1156},
+        {"kind": "HtoD", "api": "cudaMemcpy2DAsync_v3020", "bytes": 1156},
+        {"kind": "DtoD", "api": "cudaMemcpyAsync_v3020", "bytes": 1156}])
+    found = check_launches({"cases": [copied]}, "naive.cu", {"naiveKernel"}, "any")
+    assert found.summary.startswith("the launcher copied 2312 bytes between host and device (DtoH, HtoD) "
+                                    "with cudaMemcpy2DAsync: computing on the host is not allowed")
+
+
+def test_host_cpu_time_outside_cuda_calls_is_held_to_the_floor_plus_a_share_of_the_kernels():
+    from tilelab.grading.launch_checks import HOST_CPU_FLOOR_MS, HOST_CPU_SHARE, check_timed_calls, host_cpu_excess
+    assert (HOST_CPU_FLOOR_MS, HOST_CPU_SHARE) == (2.0, 0.05)
+    assert host_cpu_excess(0.05, 0.01) is None
+    assert host_cpu_excess(2.0, 0.0) is None  # exactly the floor
+    # naive-host-thread-work: a 30 ms host thread beside a 0.01 ms kernel.
+    assert "used 30.2 ms of host CPU time outside CUDA calls while its kernels ran 0.010 ms (allowed: 2.0 ms)" \
+        in host_cpu_excess(30.2, 0.01)
+    # The floor grows by 5 % of the kernels' time: 26 ms of naive at 4096 allows 3.3 ms.
+    assert host_cpu_excess(3.2, 26.0) is None and host_cpu_excess(3.4, 26.0) is not None
+    assert host_cpu_excess("lots", float("nan")) is None  # garbage from the harness reads as nothing
+
+    slow = case("w17", [kernel("k()")])
+    slow.update(api_recorded=True, api_calls={}, host_cpu_ms=30.2)
+    found = check_launches({"cases": [slow]}, "naive.cu", {"k"}, "any")
+    assert found.status == "failed" and found.work_elsewhere and "host CPU time" in found.summary
+    # The first call of a run may do one-time work: naive-floods-stdout prints 100 MB there (H100,
+    # 2026-11-23: that call alone went over the floor). Host arithmetic shows in every other call.
+    first = dict(slow, name="w1")
+    assert check_launches({"cases": [first], "first_cases": ["w1"]}, "naive.cu", {"k"}, "any").status == "passed"
+    found = check_launches({"cases": [first, slow], "first_cases": ["w1"]}, "naive.cu", {"k"}, "any")
+    assert found.status == "failed" and "(case w17)" in found.summary
+    timing = {"api_calls": {"cudaLaunchKernel_v7000": 13}, "api_calls_outside_call": {},
+              "calls": [{"call": 3, "host_cpu_ms": 0.03, "cupti_kernel_ms": 26.1},
+                        {"call": 4, "host_cpu_ms": 900.0, "cupti_kernel_ms": 0.01}]}
+    assert check_timed_calls(timing) == [
+        "timed call 4: the launcher used 900.0 ms of host CPU time outside CUDA calls while its kernels ran "
+        "0.010 ms (allowed: 2.0 ms): the host did work that belongs in a kernel"]
+    timing["api_calls"]["cudaHostRegister_v4000"] = 1
+    assert check_timed_calls(timing)[0] == "the timed calls called cudaHostRegister (host memory that kernels can reach)"
+    assert check_timed_calls(None) == []
+
+
+def test_cuda_in_use_before_the_harness_started_fails_the_part():
+    result = {"cases": [case("w17", [kernel("k()")])], "cuda_in_use_at_start": True}
+    found = check_launches(result, "naive.cu", {"k"}, "any")
+    assert found.status == "failed" and "ran before main() (a global constructor" in found.summary
+
+
 def test_launch_checks_survive_garbage_from_the_harness():
     garbage = {"cases": [case("c", [{"name": 5, "static_shared_bytes": "lots"}], memory=["x"])], "extra": None}
     assert check_launches(garbage, "tiled.cu", {"k"}, "required").status == "failed"

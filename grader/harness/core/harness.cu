@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "api_recorder.h"
 #include "case_file.h"
 #include "device_ops.h"
 #include "guard.h"
@@ -44,7 +45,9 @@ json device_json(const cudaDeviceProp& p) {
           {"regsPerBlock", p.regsPerBlock},
           {"l2CacheSize", p.l2CacheSize},
           {"memoryBusWidth", p.memoryBusWidth},
-          {"totalGlobalMem", p.totalGlobalMem}};
+          {"totalGlobalMem", p.totalGlobalMem},
+          {"pageableMemoryAccess", p.pageableMemoryAccess},
+          {"hostNativeAtomicSupported", p.hostNativeAtomicSupported}};
 }
 
 [[noreturn]] void fail(ExitCode code, const std::string& message) {
@@ -196,6 +199,11 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBindi
   out.result["memory_operations"] = memory;
   out.result["launches_outside_call"] = outside;
   out.result["launches_recorded"] = LaunchRecorder::active();
+  out.result["api_recorded"] = ApiRecorder::active();
+  out.result["api_calls"] = inv.account.calls;
+  out.result["api_calls_outside_call"] = ApiRecorder::take_outside();
+  out.result["host_cpu_ms"] = inv.account.host_cpu_ms;
+  out.result["cuda_cpu_ms"] = inv.account.cuda_cpu_ms;
   if (call_code == ExitCode::kKernelFault) return finish(std::move(out), call_code, message, true);
 
   std::vector<uint32_t> host_region(region.size());
@@ -256,7 +264,8 @@ int harness_main(int argc, char** argv, const PartBinding& part) {
   validate_cases(file, part);
   // CUPTI is set up before the first CUDA call creates a context. If that
   // fails, a missing GPU is the likelier reason, and the one to report.
-  const std::string profiler_error = file.record_launches ? LaunchRecorder::start() : std::string();
+  std::string profiler_error = file.record_launches ? LaunchRecorder::start() : std::string();
+  if (file.record_launches && profiler_error.empty()) profiler_error = ApiRecorder::start();
   int devices = 0;
   const cudaError_t count_error = cudaGetDeviceCount(&devices);
   if (count_error != cudaSuccess || devices == 0) {
@@ -264,6 +273,10 @@ int harness_main(int argc, char** argv, const PartBinding& part) {
                                   (count_error != cudaSuccess ? cudaGetErrorString(count_error) : "none found"));
   }
   if (!profiler_error.empty()) fail(ExitCode::kProfilerError, "cannot record kernel launches: " + profiler_error);
+  // The harness has made no context yet: one that exists was made by the
+  // part file's code before main() (a global constructor), out of the
+  // recorders' sight. Recorded for the grader; checked only where recording.
+  const bool context_before = file.record_launches && cuda_context_before_harness();
   cudaDeviceProp real;
   TILELAB_CUDA_CHECK(cudaGetDeviceProperties(&real, 0));
   validate_props(file, real);
@@ -273,6 +286,7 @@ int harness_main(int argc, char** argv, const PartBinding& part) {
                                     {"launcher", part.launcher},
                                     {"signature", signature_name(part.signature)},
                                     {"device", device_json(real)},
+                                    {"cuda_in_use_at_start", context_before},
                                     {"state", "running"},
                                     {"current_case", nullptr},
                                     {"cases", json::array()}});

@@ -12,10 +12,14 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
   TILELAB_CUDA_CHECK(cudaEventCreate(&start));
   TILELAB_CUDA_CHECK(cudaEventCreate(&stop));
 
+  const bool account = ApiRecorder::active();
   call.window = LaunchRecorder::open_window();
+  if (account) ApiRecorder::begin_call();
   const auto t0 = std::chrono::steady_clock::now();
   TILELAB_CUDA_CHECK(cudaEventRecord(start, 0));
+  if (account) ApiRecorder::launcher_starts();
   part.call(args);
+  if (account) ApiRecorder::launcher_returned();
   // Recorded before any error check, so nothing of the harness's sits between the events.
   const cudaError_t record_error = cudaEventRecord(stop, 0);
   LaunchRecorder::close_window();
@@ -24,6 +28,7 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
   call.run_error = cudaDeviceSynchronize();
   const auto t1 = std::chrono::steady_clock::now();
   call.wall_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  if (account) call.account = ApiRecorder::end_call();
 
   if (call.run_error == cudaSuccess && record_error == cudaSuccess) {
     float ms = 0;

@@ -21,7 +21,7 @@ json to_json(const KernelLaunch& k) {
 }
 
 json to_json(const MemoryOperation& m) {
-  return {{"kind", m.kind}, {"bytes", m.bytes}, {"duration_ms", (m.end_ns - m.start_ns) * 1e-6}};
+  return {{"kind", m.kind}, {"api", m.api}, {"bytes", m.bytes}, {"duration_ms", (m.end_ns - m.start_ns) * 1e-6}};
 }
 
 json to_json(const GuardReport& g) {

@@ -1,5 +1,7 @@
 #include "launch_recorder.h"
 
+#include "api_recorder.h"
+
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -34,6 +36,7 @@ struct State {
   std::vector<PendingKernel> kernels;
   std::vector<PendingMemory> memory;
   std::unordered_map<uint32_t, uint64_t> window_of;  // correlation id -> window
+  std::unordered_map<uint32_t, std::string> api_of;  // correlation id -> the API call, runtime first
 };
 
 State& state() {
@@ -70,8 +73,9 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_size) {
+  const uint64_t cpu_at_start = thread_cpu_ns();
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::unique_lock<std::mutex> lock(s.mutex);
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     switch (record->kind) {
@@ -106,10 +110,24 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         if (e->externalKind == kWindowKind) s.window_of[e->correlationId] = e->externalId;
         break;
       }
-      default: break;  // runtime and driver API records only carry the correlation
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        const bool runtime = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+        const char* name = nullptr;
+        if (cuptiGetCallbackName(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid, &name) ==
+                CUPTI_SUCCESS &&
+            name != nullptr && (runtime || s.api_of.count(a->correlationId) == 0)) {
+          s.api_of[a->correlationId] = name;
+        }
+        break;
+      }
+      default: break;
     }
   }
   std::free(buffer);
+  lock.unlock();
+  ApiRecorder::exclude_cpu_time(thread_cpu_ns() - cpu_at_start);
 }
 
 std::string cupti_error(const char* what, CUptiResult r) {
@@ -190,7 +208,11 @@ WindowRecord LaunchRecorder::take(uint64_t window) {
   };
   WindowRecord out;
   extract(s.kernels, in_window, [&](PendingKernel& k) { out.kernels.push_back(std::move(k.launch)); });
-  extract(s.memory, in_window, [&](PendingMemory& m) { out.memory.push_back(std::move(m.op)); });
+  extract(s.memory, in_window, [&](PendingMemory& m) {
+    auto api = s.api_of.find(m.correlation);
+    if (api != s.api_of.end()) m.op.api = api->second;
+    out.memory.push_back(std::move(m.op));
+  });
   return out;
 }
 
@@ -214,6 +236,7 @@ void LaunchRecorder::clear() {
   s.kernels.clear();
   s.memory.clear();
   s.window_of.clear();
+  s.api_of.clear();
 }
 
 }  // namespace tilelab

@@ -37,6 +37,7 @@ struct MemoryOperation {
   uint64_t bytes = 0;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
+  std::string api;  // the runtime (or else driver) call that started it, where CUPTI says
 };
 
 struct WindowRecord {

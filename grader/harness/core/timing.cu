@@ -30,6 +30,7 @@ struct TimedCall {
   uint64_t window = 0;
   double event_ms = 0;
   double wall_ms = 0;
+  double host_cpu_ms = 0;
   uint64_t unwritten = 0;
   std::vector<uint32_t> sample_bits;
 };
@@ -59,6 +60,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
 
   TimingOutcome out;
   std::vector<TimedCall> timed;
+  ApiCounts api_calls;  // over every call, warm-ups too
+  double warmup_host_cpu_ms = 0;
   int warmups = 0;
   const auto warmup_begin = std::chrono::steady_clock::now();
   for (int call = 0;; ++call) {
@@ -84,6 +87,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
     const LaunchArgs args{sets[s].M.get(), sets[s].N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k,
                           spec.l,          &given};
     const Invocation inv = invoke_launcher(part, args);
+    for (const auto& [name, n] : inv.account.calls) api_calls[name] += n;
     const ExitCode code = invocation_status(inv, &out.message);
     if (code != ExitCode::kOk) {
       out.code = code;
@@ -92,6 +96,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
     }
     if (warming) {
       ++warmups;
+      warmup_host_cpu_ms = std::max(warmup_host_cpu_ms, inv.account.host_cpu_ms);
       LaunchRecorder::flush();
       LaunchRecorder::take(inv.window);
       continue;
@@ -103,6 +108,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
     tc.window = inv.window;
     tc.event_ms = inv.event_ms;
     tc.wall_ms = inv.wall_ms;
+    tc.host_cpu_ms = inv.account.host_cpu_ms;
     gather_samples(p_words, spec.j, spec.l, seed, t.samples, samples.get());
     tc.sample_bits.resize(static_cast<size_t>(t.samples));
     TILELAB_CUDA_CHECK(cudaMemcpy(tc.sample_bits.data(), samples.get(), samples.bytes(), cudaMemcpyDeviceToHost));
@@ -131,6 +137,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
                      {"input_set", tc.input_set},
                      {"event_ms", tc.event_ms},
                      {"wall_ms", tc.wall_ms},
+                     {"host_cpu_ms", tc.host_cpu_ms},
                      {"cupti_span_ms", span_ms},
                      {"cupti_kernel_ms", kernel_ms},
                      {"kernels", rec.kernels.size()},
@@ -153,7 +160,10 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
                 {"median_event_ms", median(event_ms)},
                 {"median_wall_ms", median(wall_ms)},
                 {"median_cupti_span_ms", median(cupti_ms)},
-                {"calls", calls}};
+                {"calls", calls},
+                {"api_calls", api_calls},
+                {"api_calls_outside_call", ApiRecorder::take_outside()},
+                {"warmup_max_host_cpu_ms", warmup_host_cpu_ms}};
   if (!host_region.empty()) {
     out.result["guard"] = to_json(check_guards(host_region.data(), guard, p_count, file.guard_bits));
   }

@@ -7,7 +7,8 @@
 // launcher between CUDA events, and a device-wide synchronize. Outside the
 // timed bracket a sample of P (corners first) is read back, with the number
 // of elements left unwritten, so the verifier can check every timed call.
-// Event time, host wall time and the CUPTI kernel time are all reported.
+// Event time, host wall time and the CUPTI kernel time are all reported, with
+// each call's host CPU time and the API calls of every call (api_recorder.h).
 #pragma once
 
 #include <nlohmann/json.hpp>

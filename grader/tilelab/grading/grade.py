@@ -50,7 +50,7 @@ from . import calibration, roofline
 from .build import RecipeError, SubmissionBuild
 from .build_cache import CHECK_POLICY, GRADE_POLICY, BuildCache
 from .diagnose import STATUS_HINTS, case_hints
-from .launch_checks import check_launches, launch_rows
+from .launch_checks import HOST_WORK_HINT, check_launches, check_timed_calls, launch_rows
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from .runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
 from .sanitizer import NOT_RUN_AFTER_TIMEOUT, run_sanitizer
@@ -673,8 +673,11 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
             break  # a part that hangs would hang again: the other set is not run
     ran = {c.name for c in cases}
     s.result.cases = cases + [c for c in s.result.cases if c.name not in ran]
-    s.harness_result = {"cases": [c for r in results for c in (r.get("cases") if isinstance(r.get("cases"), list)
-                                                               else [])]}
+    listed = [r.get("cases") if isinstance(r.get("cases"), list) else [] for r in results]
+    s.harness_result = {"cases": [c for cases_of_run in listed for c in cases_of_run],
+                        "first_cases": [run_cases[0].get("name") for run_cases in listed
+                                        if run_cases and isinstance(run_cases[0], dict)],
+                        "cuda_in_use_at_start": any(r.get("cuda_in_use_at_start") is True for r in results)}
     summary = _case_list_summary(s.result.cases)
     if failure == "timeout":
         summary = f"the part did not finish within {limit:.0f} s; {summary}"
@@ -721,6 +724,16 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])
+        return
+    listed = (run.result or {}).get("cases")
+    host_work = [p for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)
+                 for p in check_timed_calls(c.get("timing"))]
+    if host_work:
+        # Seen only at the timing sizes: the launch checks fail, as they would have on a correctness case.
+        s.set("launch", "failed", host_work[0], "\n".join(host_work), hints=[HOST_WORK_HINT])
+        s.work_elsewhere = True
+        s.set("speed", "not_run", "not run: the launch checks found work done outside the part's own kernels",
+              "", run.seconds)
         return
     verdict = verify(verify_tool, case_file)
     failed = [c for c in verdict["cases"] if not c["passed"]]

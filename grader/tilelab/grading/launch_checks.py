@@ -5,6 +5,16 @@ started. From those, per correctness case:
   - the work ran in kernels the part file defines (not a library's);
   - nothing was copied between host and device inside the call (which is
     how a launcher computes on the host and hands the answer over);
+  - the launcher called no CUDA function that gives kernels host memory
+    (host allocation or registration, managed memory, host functions on a
+    stream), from its own thread or any other, and CUDA was not in use
+    before the harness began (a global constructor);
+  - the launcher spent no more host CPU time outside CUDA calls than a
+    launcher needs (HOST_CPU_FLOOR_MS, plus a share of its kernels' time):
+    host arithmetic, whatever memory it reached the data through. The first
+    call of each harness run may do one-time host work (a table, left-over
+    debug printing); a launcher that computes on the host must do so in
+    every call, so it is caught in the others;
   - no kernel was launched outside the call (another thread, left running);
   - shared memory is used as the part requires: "required" (some kernel of
     each call uses it), "dynamic_only" (no static __shared__, some dynamic);
@@ -16,10 +26,94 @@ started. From those, per correctness case:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 HOST_COPY_KINDS = ("HtoD", "DtoH", "HtoH")
+
+# CUDA calls that put memory both the host and kernels can reach in a
+# launcher's hands, or run host code in the GPU's stream order: the routes by
+# which host arithmetic reaches P without a copy. Runtime and driver names as
+# CUPTI gives them, without version suffixes (api_name). The same names are
+# refused in the compiled part's symbol table (static_checks.py). Allowed:
+# device memory (cudaMalloc, cudaMallocAsync, cudaMallocPitch, ...), streams,
+# events, graphs without host nodes, cudaFuncSetAttribute, device queries,
+# copies and memsets between device buffers (docs/security.md).
+REFUSED_CALLS = {
+    **dict.fromkeys(("cudaMallocHost", "cudaHostAlloc", "cudaHostRegister", "cudaHostGetDevicePointer",
+                     "cuMemAllocHost", "cuMemHostAlloc", "cu64MemHostAlloc", "cuMemHostRegister",
+                     "cuMemHostGetDevicePointer", "cu64MemHostGetDevicePointer"),
+                    "host memory that kernels can reach"),
+    **dict.fromkeys(("cudaMallocManaged", "cuMemAllocManaged", "cu64MemAllocManaged", "cudaLibraryGetManaged",
+                     "cuLibraryGetManaged", "__cudaRegisterManagedVar"),
+                    "managed memory, which the host can reach"),
+    **dict.fromkeys(("cudaMemPoolCreate", "cuMemPoolCreate", "cuMemCreate", "cuMemImportFromShareableHandle"),
+                    "memory that may be placed on the host"),
+    **dict.fromkeys(("cudaLaunchHostFunc", "cuLaunchHostFunc", "cudaStreamAddCallback", "cuStreamAddCallback",
+                     "cudaGraphAddHostNode", "cuGraphAddHostNode"),
+                    "host code run in the GPU's stream order"),
+    **dict.fromkeys(("cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion", "cuGetProcAddress",
+                     "__cudaGetProcAddress"),
+                    "CUDA functions looked up by name, out of the checks' sight"),
+    **dict.fromkeys(("cuMemcpyDtoH", "cuMemcpyDtoHAsync", "cuMemcpyAtoH", "cuMemcpyAtoHAsync"),
+                    "a copy from the device to the host"),
+}
+
+# A launcher chooses a grid and launches: tens of microseconds of host CPU
+# outside CUDA calls. More than the floor (plus a share of the time its
+# kernels ran, for noise that grows with the call) is host arithmetic.
+HOST_CPU_FLOOR_MS = 2.0
+HOST_CPU_SHARE = 0.05
+
+
+def api_name(cupti_name: str) -> str:
+    """'cudaLaunchHostFunc_ptsz_v10000' -> 'cudaLaunchHostFunc'."""
+    return re.sub(r"(?:_(?:v\d+|ptsz|ptds))+$", "", str(cupti_name))
+
+
+def refused_calls(counts) -> list:
+    """'name (why)' for each refused call in a {CUPTI name: count} record."""
+    if not isinstance(counts, dict):
+        return []
+    found = {api_name(n) for n, c in counts.items() if _n(c) > 0 and api_name(n) in REFUSED_CALLS}
+    return [f"{name} ({REFUSED_CALLS[name]})" for name in sorted(found)]
+
+
+def host_cpu_excess(host_cpu_ms, gpu_ms) -> Optional[str]:
+    """A message if a call's host CPU time outside CUDA calls is more than a
+    launcher needs next to `gpu_ms` of kernel time; None otherwise."""
+    cpu, gpu = _ms(host_cpu_ms), _ms(gpu_ms)
+    limit = HOST_CPU_FLOOR_MS + HOST_CPU_SHARE * gpu
+    if cpu <= limit:
+        return None
+    return (f"the launcher used {cpu:.1f} ms of host CPU time outside CUDA calls while its kernels ran "
+            f"{gpu:.3f} ms (allowed: {limit:.1f} ms): the host did work that belongs in a kernel")
+
+
+HOST_WORK_HINT = ("Do the multiplication in your kernel; the launcher only chooses the grid and launches. "
+                  "Host memory that kernels can reach, copies to the host and host threads doing arithmetic "
+                  "are all refused.")
+
+
+def check_timed_calls(timing: dict) -> list:
+    """Problems with the timed calls' records (the harness's `timing` of a
+    case): refused calls, calls by threads outside a call, host CPU time."""
+    if not isinstance(timing, dict):
+        return []
+    problems = []
+    for where, counts in (("", timing.get("api_calls")), (" from another thread", timing.get("api_calls_outside_call"))):
+        refused = refused_calls(counts)
+        if refused:
+            problems.append(f"the timed calls called {', '.join(refused)}{where}")
+    calls = timing.get("calls")
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, dict):
+            excess = host_cpu_excess(call.get("host_cpu_ms"), call.get("cupti_kernel_ms"))
+            if excess:
+                problems.append(f"timed call {_n(call.get('call'))}: {excess}")
+                break
+    return problems
 
 
 @dataclass
@@ -81,7 +175,9 @@ LIMIT_HINT = ("Read every limit from the cudaDeviceProp the launcher is given (m
 
 def check_launches(harness_result: dict, part_file: str, kernels_defined: set, policy: str,
                    case_props: Optional[dict] = None) -> LaunchCheck:
-    """`case_props`: name in the case file -> the props the case lowers."""
+    """`case_props`: name in the case file -> the props the case lowers.
+    `harness_result["first_cases"]`: the grader's list of the cases each
+    harness run began with (their host CPU time is not held to the floor)."""
     case_props = case_props or {}
     listed = harness_result.get("cases")
     cases = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
@@ -91,6 +187,14 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
     problems = []  # (case name, message)
     hints = []
     elsewhere = False
+    began = harness_result.get("first_cases")
+    first_cases = set(n for n in began if isinstance(n, str)) if isinstance(began, list) else set()
+    if harness_result.get("cuda_in_use_at_start") is True:
+        problems.append(("(start)", "CUDA was already in use when the harness started: code in "
+                                    f"{part_file} ran before main() (a global constructor or static "
+                                    "initializer), where no check can see it"))
+        elsewhere = True
+        hints.append("Do all CUDA work inside the launcher, when it is called.")
     for case in recorded:
         name = case.get("name", "?")
         launches = [k for k in case["launches"] if isinstance(k, dict)]
@@ -100,10 +204,24 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
         if copies:
             total = sum(_n(m.get("bytes")) for m in copies)
             kinds = ", ".join(sorted({str(m.get("kind")) for m in copies}))
-            problems.append((name, f"the launcher copied {total} bytes between host and device ({kinds}): "
+            calls = sorted({api_name(m["api"]) for m in copies if isinstance(m.get("api"), str) and m["api"]})
+            by = f" with {', '.join(calls)}" if calls else ""
+            problems.append((name, f"the launcher copied {total} bytes between host and device ({kinds}){by}: "
                                    "computing on the host is not allowed"))
             elsewhere = True
-            hints.append("Do the multiplication in your kernel; the launcher only chooses the grid and launches.")
+            hints.append(HOST_WORK_HINT)
+        for where, counts in (("", case.get("api_calls")), (" from another thread", case.get("api_calls_outside_call"))):
+            refused = refused_calls(counts)
+            if refused:
+                problems.append((name, f"the launcher called {', '.join(refused)}{where}"))
+                elsewhere = True
+                hints.append(HOST_WORK_HINT)
+        if case.get("api_recorded") is True and name not in first_cases:
+            excess = host_cpu_excess(case.get("host_cpu_ms"), sum(_ms(k.get("duration_ms")) for k in launches))
+            if excess:
+                problems.append((name, excess))
+                elsewhere = True
+                hints.append(HOST_WORK_HINT)
         outside = case.get("launches_outside_call")
         if isinstance(outside, list) and outside:
             problems.append((name, f"{len(outside)} kernel(s) ran outside the launcher call "
@@ -152,6 +270,13 @@ def _n(value) -> int:
     """A count from the harness's JSON: written by the process that runs
     student code, so anything but an integer counts as 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _ms(value) -> float:
+    """A duration from the harness's JSON; anything but a finite number >= 0 counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+        return 0.0
+    return float(value)
 
 
 def _shared(kernel: dict) -> int:

@@ -9,7 +9,9 @@ that mentions cuBLAS is fine.
 
 After: the compiled object's symbol table is the authority a macro cannot
 fool. It must not define `main` or CUDA-named functions, and must not call
-cuBLAS/cuDNN or dlopen.
+cuBLAS/cuDNN, dlopen, CUPTI (the recorders' own), or the CUDA functions
+that give kernels host memory (launch_checks.REFUSED_CALLS; the harness
+also refuses those when they are reached at run time by other means).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..spec.assignment import Part
+from .launch_checks import REFUSED_CALLS, api_name
 
 MAX_PART_BYTES = 512 * 1024
 
@@ -35,6 +38,8 @@ _CUDA_NAME = r"(cuda[A-Z]\w*|cu[A-Z]\w*|cupti[A-Z]\w*|__cuda\w*)"
 _CUDA_DEFINITION = re.compile(_CUDA_NAME + r"\s*\([^;{}()]*(?:\([^()]*\)[^;{}()]*)*\)\s*(?:noexcept\s*)?\{")
 _CUDA_SYMBOL = re.compile("^" + _CUDA_NAME + r"\b")
 _FORBIDDEN_CALLS = re.compile(r"^(cublas\w*|cudnn\w*|dlopen|dlsym|dlmopen)\b")
+# The harness's recorders run on CUPTI in the part's own process: a part may not touch it.
+_CUPTI_CALL = re.compile(r"^(cupti\w*)\b")
 
 
 @dataclass
@@ -205,6 +210,13 @@ def audit_object(object_file: Path) -> StaticResult:
         m = _FORBIDDEN_CALLS.match(symbol)
         if m:
             problems.append(f"calls {m.group(1)}: library GEMM routines and run-time loading are not allowed")
+        elif _CUPTI_CALL.match(symbol):
+            problems.append(f"calls {_CUPTI_CALL.match(symbol).group(1)}: CUPTI is the grader's, for recording "
+                            "what the launcher does")
+        elif api_name(symbol) in REFUSED_CALLS:
+            name = api_name(symbol)
+            problems.append(f"calls {name} ({REFUSED_CALLS[name]}): the work must be done by kernels, in "
+                            "device memory")
     if problems:
         return StaticResult(False, f"the compiled part {problems[0]}", details="\n".join(sorted(set(problems))))
     return StaticResult(True, "the compiled part defines and calls nothing it should not")

@@ -1,0 +1,67 @@
+// Recording which CUDA runtime and driver API calls a launcher makes, and the
+// host CPU time it spends outside them, through CUPTI's callback API.
+//
+// The launch recorder (launch_recorder.h) sees the work that reached the GPU:
+// kernels and copies. A launcher that computes on the host needs more than
+// that: host memory its kernels can reach (host allocation or registration,
+// managed memory), copies through the host, or host threads doing the
+// arithmetic. The first two are API calls, named here; the third is CPU time
+// that no CUDA call explains, measured here. The harness records; the grader
+// judges (grader/tilelab/grading/launch_checks.py).
+//
+// Only outermost calls count: a runtime call's own driver calls are the
+// runtime's doing, not the launcher's. CPU time inside CUDA calls (a
+// synchronize that spins, the first launch loading a module) is the
+// runtime's, so it is taken out of the launcher's host time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace tilelab {
+
+using ApiCounts = std::map<std::string, uint64_t>;  // API function as CUPTI names it -> calls
+
+struct CallAccount {
+  ApiCounts calls;        // made while the launcher ran, by any thread
+  double host_cpu_ms = 0;  // process CPU time of the call, less what CUDA calls and the recorders used
+  double cuda_cpu_ms = 0;  // CPU time inside CUDA calls (any thread) during the call
+};
+
+class ApiRecorder {
+ public:
+  // Subscribes to the runtime and driver API callbacks. Call on the
+  // harness's main thread, with the launch recorder, before any CUDA call.
+  // Returns an empty string on success or the reason it failed.
+  static std::string start();
+  static bool active();
+
+  // Brackets one launcher call: begin_call() starts the CPU account,
+  // launcher_starts() and launcher_returned() sit right around the launcher
+  // (calls outside them are the harness's, like its timing events; each is
+  // one atomic store), end_call() once the device is idle.
+  static void begin_call();
+  static void launcher_starts();
+  static void launcher_returned();
+  static CallAccount end_call();
+
+  // Calls made by threads other than the harness's own while no launcher
+  // call was running (a thread the launcher left behind). Removes them.
+  static ApiCounts take_outside();
+
+  // CPU time the harness spent on the launcher's behalf during a call
+  // (handing over CUPTI's activity buffers): not the launcher's host time.
+  static void exclude_cpu_time(uint64_t ns);
+};
+
+// Whether a CUDA context already existed when the harness's main() began:
+// only code of the part file (a global constructor) can have made one.
+// Call after cudaGetDeviceCount() and before any call that creates a context.
+bool cuda_context_before_harness();
+
+// CPU clocks, in nanoseconds: this thread's and the whole process's.
+uint64_t thread_cpu_ns();
+uint64_t process_cpu_ns();
+
+}  // namespace tilelab
