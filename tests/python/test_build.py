@@ -86,8 +86,27 @@ def test_the_audit_refuses_host_memory_calls_in_the_symbol_table(root, tmp_path)
         "naive-registers-host-memory-by-address": (None, "compiled and linked"),
     }
     for name, (step, words) in cases.items():
-        builder = SubmissionBuild(build_dir(), tmp_path / name)
-        builder.copy_sources([root / "tests/submissions" / name / "naive.cu"])
-        builder.prepare([naive])
-        built = builder.build_part(naive, 300)
+        built = _build_hand_in(root, tmp_path, name, naive)
         assert built.failed_step == step and words in (built.summary + built.details), (name, built.summary)
+
+
+def test_the_audit_refuses_the_harnesss_own_names(root, tmp_path):
+    """security-calls-harness-internals calls tilelab::LaunchRecorder::clear()
+    (to erase the records of its host copies) and redefines the harness's
+    inline tilelab::median; part.h's own helpers (TILELAB_CUDA_CHECK, used by
+    good-tiled-graph-and-scratch) stay allowed."""
+    assignment = load_assignment(root / "assignment.yaml")
+    built = _build_hand_in(root, tmp_path, "security-calls-harness-internals", assignment.part("naive"))
+    assert built.failed_step == "audit"
+    assert built.details.splitlines() == [
+        "uses tilelab::LaunchRecorder, which belongs to the harness: a part may call only what tilelab/part.h gives it",
+        "uses tilelab::median, which belongs to the harness: a part may call only what tilelab/part.h gives it"]
+    built = _build_hand_in(root, tmp_path, "good-tiled-graph-and-scratch", assignment.part("tiled"))
+    assert built.failed_step is None, built.summary
+
+
+def _build_hand_in(root, tmp_path, name, part):
+    builder = SubmissionBuild(build_dir(), tmp_path / name)
+    builder.copy_sources([root / "tests/submissions" / name / part.file])
+    builder.prepare([part])
+    return builder.build_part(part, 300)

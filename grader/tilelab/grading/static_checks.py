@@ -11,7 +11,9 @@ After: the compiled object's symbol table is the authority a macro cannot
 fool. It must not define `main` or CUDA-named functions, and must not call
 cuBLAS/cuDNN, dlopen, CUPTI (the recorders' own), or the CUDA functions
 that give kernels host memory (launch_checks.REFUSED_CALLS; the harness
-also refuses those when they are reached at run time by other means).
+also refuses those when they are reached at run time by other means), and
+must not call or define anything of the harness's (namespace tilelab)
+beyond what tilelab/part.h gives it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ _CUDA_SYMBOL = re.compile("^" + _CUDA_NAME + r"\b")
 _FORBIDDEN_CALLS = re.compile(r"^(cublas\w*|cudnn\w*|dlopen|dlsym|dlmopen)\b")
 # The harness's recorders run on CUPTI in the part's own process: a part may not touch it.
 _CUPTI_CALL = re.compile(r"^(cupti\w*)\b")
+# Names of namespace tilelab, mangled (_ZN7tilelab..., _ZNK7tilelab..., vtables
+# and guards too): the harness is linked into the same executable, so a part
+# that calls one of its functions, or defines one (an inline function's
+# definition may be the one the linker keeps), reaches into the grader.
+_TILELAB_MANGLED = re.compile(r"^_Z(?:T[VIST]|GV)?N[KVRO]*7tilelab(\d+)")
+# What include/tilelab/part.h and exit_codes.h give a part (all inline there).
+_CONTRACT_NAMES = {"exit_code_for_cuda_error", "end_process", "fail_cuda_call", "todo_reached", "exit_code_info",
+                   "to_int", "kExitCodeTable", "ExitCode", "ExitCodeInfo"}
 
 
 @dataclass
@@ -201,6 +211,9 @@ def audit_object(object_file: Path) -> StaticResult:
     except (OSError, subprocess.SubprocessError) as e:
         return StaticResult(False, f"cannot read the symbols of the compiled part: {e}")
     problems = []
+    for symbol in _harness_names(object_file):
+        problems.append(f"uses tilelab::{symbol}, which belongs to the harness: a part may call only what "
+                        "tilelab/part.h gives it")
     for symbol in defined:
         if symbol == "main" or symbol.startswith("main("):
             problems.append("defines main(): the harness provides main")
@@ -222,10 +235,24 @@ def audit_object(object_file: Path) -> StaticResult:
     return StaticResult(True, "the compiled part defines and calls nothing it should not")
 
 
-def _nm(object_file: Path, which: str) -> list:
+def _harness_names(object_file: Path) -> list:
+    """The names of namespace tilelab that the object defines or calls,
+    other than the contract's own (_CONTRACT_NAMES)."""
+    found = set()
+    for mangled in _nm(object_file, "--extern-only", demangle=False):
+        m = _TILELAB_MANGLED.match(mangled)
+        if m:
+            name = mangled[m.end():m.end() + int(m.group(1))]
+            if name not in _CONTRACT_NAMES:
+                found.add(name)
+    return sorted(found)
+
+
+def _nm(object_file: Path, which: str, demangle: bool = True) -> list:
     # Global symbols only (-g): nvcc's own registration code is local.
     proc = subprocess.run(
-        ["nm", "-g", "-C", which, str(object_file)], capture_output=True, text=True, timeout=60, check=True
+        ["nm", "-g", *(["-C"] if demangle else []), which, str(object_file)], capture_output=True, text=True,
+        timeout=60, check=True
     )
     names = []
     for line in proc.stdout.splitlines():

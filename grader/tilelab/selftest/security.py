@@ -1,8 +1,8 @@
 """The self-test's security checks: hand-ins that attack the grader.
 
-The hand-ins named security-* try to forge results, read and print the
-grader's secrets, fork without end, fill the disk, reach the network, run
-for ever. Besides the verdicts in their expected.yaml, the self-test checks
+The hand-ins named security-* try to forge results, call or replace the
+harness's own functions, read and print the grader's secrets, fork without
+end, fill the disk, reach the network, run for ever. Besides the verdicts in their expected.yaml, the self-test checks
 for each of them that:
   - results.json is valid (Gradescope's field list and types);
   - nothing a student sees (results.json's non-hidden tests, the student
