@@ -52,9 +52,10 @@ struct HarnessRun {
 };
 
 // Writes `cases` and runs the harness on it. The result file, and the output
-// file of every case without timing, are placed in `dir`.
+// file of every case without timing, are placed in `dir`. With `trusted`,
+// tilelab-harness runs the cases and `harness` serves only its launcher.
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
-                       double timeout_s = 300);
+                       double timeout_s = 300, bool trusted = false);
 
 // A generated-input case with an output file; props and timing left empty.
 CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed,

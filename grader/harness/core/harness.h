@@ -39,4 +39,10 @@ struct PartBinding {
 
 int harness_main(int argc, char** argv, const PartBinding& part);
 
+struct CaseFile;
+class Launcher;
+// Runs every case of `file` through `launcher`, writes the result JSON and
+// ends the process: the in-process harness and tilelab-harness alike.
+[[noreturn]] void run_case_file(const CaseFile& file, Launcher& launcher);
+
 }  // namespace tilelab

@@ -2,6 +2,7 @@
 
 #include "invoke.h"
 #include "launch_recorder.h"
+#include "launcher.h"
 #include "tilelab/part.h"
 
 namespace tilelab {
@@ -11,9 +12,11 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
   cudaEvent_t start, stop;
   TILELAB_CUDA_CHECK(cudaEventCreate(&start));
   TILELAB_CUDA_CHECK(cudaEventCreate(&stop));
+  // The harness's own work before the call (inputs, poison, L2 flush) is not the launcher's.
+  LaunchRecorder::clear();
 
   const bool account = ApiRecorder::active();
-  call.window = LaunchRecorder::open_window();
+  const uint64_t window = LaunchRecorder::open_window();
   if (account) ApiRecorder::begin_call();
   const auto t0 = std::chrono::steady_clock::now();
   TILELAB_CUDA_CHECK(cudaEventRecord(start, 0));
@@ -38,10 +41,20 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (LaunchRecorder::active()) {
+    LaunchRecorder::flush();
+    call.record = LaunchRecorder::take(window);
+    call.outside = LaunchRecorder::take_unattributed();
+  }
+  if (account) call.api_outside = ApiRecorder::take_outside();
   return call;
 }
 
 ExitCode invocation_status(const Invocation& call, std::string* message) {
+  if (call.ended != ExitCode::kOk) {
+    *message = call.ended_message;
+    return call.ended;
+  }
   // A fault is sticky: it can surface from the launcher's own calls (the
   // launch error) or from the synchronize. Either way the context is lost.
   const cudaError_t fault =
@@ -56,6 +69,33 @@ ExitCode invocation_status(const Invocation& call, std::string* message) {
     return ExitCode::kLaunchError;
   }
   return ExitCode::kOk;
+}
+
+InProcessLauncher::InProcessLauncher(const PartBinding& binding, bool record)
+    : binding_(binding), info_{binding.part_id, binding.launcher, binding.signature}, record_(record) {
+  // CUPTI is set up before the first CUDA call creates a context. If that
+  // fails, a missing GPU is the likelier reason, and the one to report.
+  std::string profiler_error = record_ ? LaunchRecorder::start() : std::string();
+  if (record_ && profiler_error.empty()) profiler_error = ApiRecorder::start();
+  int devices = 0;
+  const cudaError_t count_error = cudaGetDeviceCount(&devices);
+  if (count_error != cudaSuccess || devices == 0) {
+    error_ = ExitCode::kNoDevice;
+    error_message_ = std::string("no CUDA device: ") +
+                     (count_error != cudaSuccess ? cudaGetErrorString(count_error) : "none found");
+  } else if (!profiler_error.empty()) {
+    error_ = ExitCode::kProfilerError;
+    error_message_ = "cannot record kernel launches: " + profiler_error;
+  } else {
+    // Nothing here has made a context yet: one that exists was made by the
+    // part file's code before main() (a global constructor), out of the
+    // recorders' sight. Checked only where recording.
+    context_before_ = record_ && cuda_context_before_harness();
+  }
+}
+
+Invocation InProcessLauncher::invoke(const LaunchArgs& args) {
+  return invoke_launcher(binding_, args);
 }
 
 }  // namespace tilelab
