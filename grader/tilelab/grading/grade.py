@@ -54,7 +54,7 @@ from .launch_checks import HOST_WORK_HINT, check_launches, check_timed_calls, la
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from .runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
 from .sanitizer import NOT_RUN_AFTER_TIMEOUT, run_sanitizer
-from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time
+from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scored_time
 from .static_checks import check_source
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
@@ -205,7 +205,8 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             opt.progress("speed")
             with timed("speed"), opt.gpu_lock.exclusive():
                 for s in runnable:
-                    _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox)
+                    _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox,
+                           tool_path(opt.build_dir, "tilelab-harness"))
 
     for s in states:
         _name_the_students_file(s, opt.mode)
@@ -656,7 +657,8 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
             continue
         case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{set_name}"),
                                 seed + (7 if set_name == "hidden" else 0))
-        run = run_harness(s.binary, case_file, limit, opt.sandbox)
+        run = run_harness(s.binary, case_file, limit, opt.sandbox,
+                          trusted=tool_path(opt.build_dir, "tilelab-harness"))
         disturbed = disturbed or may_be_disturbed(run)
         _staff_log(opt, f"{s.part.id}-{set_name}", run)
         verdict = verify(verify_tool, case_file)
@@ -709,7 +711,8 @@ def _launch_checks(s: _Part) -> None:
 
 
 def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
-           basis: calibration.Calibration, sandbox: Sandbox) -> None:
+           basis: calibration.Calibration, sandbox: Sandbox, trusted: Path) -> None:
+    """Times the part with tilelab-harness (`trusted`): its clock is the one scored."""
     if not s.cases_all_passed:
         s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
         return
@@ -720,7 +723,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
     case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
                             timing=assignment.timing)
     limit = assignment.grading["time_limits"]["speed"]
-    run = run_harness(s.binary, case_file, limit, sandbox)
+    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])
@@ -749,7 +752,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
             s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", run.seconds)
             return
         t = v["timing"]
-        choice = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
+        choice = scored_time(t)
         achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
         fraction = target.fraction(achieved)
         flags = list(choice.flags)
