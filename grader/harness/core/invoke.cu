@@ -7,13 +7,16 @@
 
 namespace tilelab {
 
-Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
+void prepare_call() {
+  // The harness's own work before the call (inputs, poison, L2 flush) is not the launcher's.
+  LaunchRecorder::clear();
+}
+
+Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, const std::function<void()>& when_idle) {
   Invocation call;
   cudaEvent_t start, stop;
   TILELAB_CUDA_CHECK(cudaEventCreate(&start));
   TILELAB_CUDA_CHECK(cudaEventCreate(&stop));
-  // The harness's own work before the call (inputs, poison, L2 flush) is not the launcher's.
-  LaunchRecorder::clear();
 
   const bool account = ApiRecorder::active();
   const uint64_t window = LaunchRecorder::open_window();
@@ -30,6 +33,7 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
   call.launch_error = cudaGetLastError();
   call.run_error = cudaDeviceSynchronize();
   const auto t1 = std::chrono::steady_clock::now();
+  if (when_idle) when_idle();
   call.wall_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   if (account) call.account = ApiRecorder::end_call();
 
@@ -95,6 +99,7 @@ InProcessLauncher::InProcessLauncher(const PartBinding& binding, bool record)
 }
 
 Invocation InProcessLauncher::invoke(const LaunchArgs& args) {
+  prepare_call();
   return invoke_launcher(binding_, args);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,15 @@ struct Invocation {
   std::string ended_message;
 };
 
-// The call itself, in this process: drops what was recorded before it,
-// brackets the launcher, waits for the device, takes the call's records.
-Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args);
+// Drops what was recorded before a call (the harness's own work). Call it
+// before the clock of the call starts: it flushes CUPTI's buffers.
+void prepare_call();
+
+// The call itself, in this process: brackets the launcher, waits for the
+// device, calls `when_idle` at once (a launcher process says "done" there,
+// before anything else of the harness's runs), then takes the call's records.
+Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args,
+                           const std::function<void()>& when_idle = {});
 
 // kOk, kKernelFault or kLaunchError (or how the launcher's process ended),
 // with a message naming the CUDA error.

@@ -108,11 +108,13 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
                             &given};
       tilelab_harness_bring_context_on<<<1, 1>>>();
       TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
+      prepare_call();  // CUPTI's flush, before the trusted clock starts
       reply(replies, {{"ready", true}});
       while (control->go.load(std::memory_order_acquire) != seq) {
       }
-      const Invocation call = launcher.invoke(args);
-      control->done.store(seq, std::memory_order_release);
+      // "done" as soon as the device is idle: taking the records comes after the trusted clock stopped.
+      const Invocation call =
+          invoke_launcher(binding, args, [&] { control->done.store(seq, std::memory_order_release); });
       reply(replies, invocation_to_wire(call));
     } else if (op == "quit") {
       quit();
