@@ -151,9 +151,12 @@ TEST(DynamicSmem, UsesOnlyDynamicSharedMemoryWithinTheGivenLimit) {
     std::optional<int> threads;
     std::optional<std::array<int, 3>> dims;
   };
-  const Limit limits[] = {{"device", {}, false, {}, {}},     {"smem2048", 2048, false, {}, {}},
-                          {"smem512", 512, false, {}, {}},   {"smem128", 128, false, {}, {}},
-                          {"threads256", {}, false, 256, {}}, {"optin", {}, true, {}, {}},
+  const Limit limits[] = {{"device", {}, false, {}, {}},
+                          {"smem2048", 2048, false, {}, {}},
+                          {"smem512", 512, false, {}, {}},
+                          {"smem128", 128, false, {}, {}},
+                          {"threads256", {}, false, 256, {}},
+                          {"optin", {}, true, {}, {}},
                           {"dims8x8", {}, false, {}, std::array<int, 3>{8, 8, 64}},
                           {"dims16x4", {}, false, {}, std::array<int, 3>{16, 4, 64}}};
   uint64_t seed = 100;

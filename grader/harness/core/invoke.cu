@@ -12,7 +12,8 @@ void prepare_call() {
   LaunchRecorder::clear();
 }
 
-Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, const std::function<void()>& when_idle) {
+Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, const std::function<void()>& when_idle,
+                           bool take_records) {
   Invocation call;
   cudaEvent_t start, stop;
   TILELAB_CUDA_CHECK(cudaEventCreate(&start));
@@ -20,6 +21,7 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, cons
 
   const bool account = ApiRecorder::active();
   const uint64_t window = LaunchRecorder::open_window();
+  call.window = window;
   if (account) ApiRecorder::begin_call();
   const auto t0 = std::chrono::steady_clock::now();
   TILELAB_CUDA_CHECK(cudaEventRecord(start, 0));
@@ -45,7 +47,7 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, cons
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  if (LaunchRecorder::active()) {
+  if (take_records && LaunchRecorder::active()) {
     LaunchRecorder::flush();
     call.record = LaunchRecorder::take(window);
     call.outside = LaunchRecorder::take_unattributed();
@@ -85,8 +87,8 @@ InProcessLauncher::InProcessLauncher(const PartBinding& binding, bool record)
   const cudaError_t count_error = cudaGetDeviceCount(&devices);
   if (count_error != cudaSuccess || devices == 0) {
     error_ = ExitCode::kNoDevice;
-    error_message_ = std::string("no CUDA device: ") +
-                     (count_error != cudaSuccess ? cudaGetErrorString(count_error) : "none found");
+    error_message_ =
+        std::string("no CUDA device: ") + (count_error != cudaSuccess ? cudaGetErrorString(count_error) : "none found");
   } else if (!profiler_error.empty()) {
     error_ = ExitCode::kProfilerError;
     error_message_ = "cannot record kernel launches: " + profiler_error;
@@ -98,9 +100,20 @@ InProcessLauncher::InProcessLauncher(const PartBinding& binding, bool record)
   }
 }
 
-Invocation InProcessLauncher::invoke(const LaunchArgs& args) {
-  prepare_call();
-  return invoke_launcher(binding_, args);
+std::vector<WindowRecord> take_window_records(const std::vector<uint64_t>& windows) {
+  LaunchRecorder::flush();
+  std::vector<WindowRecord> out;
+  for (uint64_t w : windows) out.push_back(LaunchRecorder::take(w));
+  return out;
+}
+
+Invocation InProcessLauncher::invoke(const LaunchArgs& args, bool take_records) {
+  if (take_records) prepare_call();
+  return invoke_launcher(binding_, args, {}, take_records);
+}
+
+std::vector<WindowRecord> InProcessLauncher::take_records(const std::vector<uint64_t>& windows) {
+  return take_window_records(windows);
 }
 
 }  // namespace tilelab

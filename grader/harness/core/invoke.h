@@ -1,7 +1,7 @@
 // One call of a part's launcher, bracketed the same way everywhere:
 // a launch-recorder window, the API recorder's account of calls and CPU time,
-// CUDA events on the default stream, a host clock, and a device-wide synchronize so that work hidden on another stream is
-// waited for (and shows in the wall time) before the call counts as done.
+// CUDA events on the default stream, a host clock, and a device-wide synchronize so that work hidden on another stream
+// is waited for (and shows in the wall time) before the call counts as done.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 namespace tilelab {
 
 struct Invocation {
+  uint64_t window = 0;                     // the launch recorder's window of the call, in the launcher's process
   cudaError_t launch_error = cudaSuccess;  // cudaGetLastError() right after the launcher returned
   cudaError_t run_error = cudaSuccess;     // cudaDeviceSynchronize() after that
   double event_ms = 0;                     // between events recorded around the launcher, in its process
@@ -40,9 +41,13 @@ void prepare_call();
 
 // The call itself, in this process: brackets the launcher, waits for the
 // device, calls `when_idle` at once (a launcher process says "done" there,
-// before anything else of the harness's runs), then takes the call's records.
-Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args,
-                           const std::function<void()>& when_idle = {});
+// before anything else of the harness's runs), then takes the call's
+// kernels and copies if `take_records` (see Launcher::invoke).
+Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, const std::function<void()>& when_idle = {},
+                           bool take_records = true);
+
+// The kernels and copies of earlier calls, by window, in this process: one flush for all.
+std::vector<WindowRecord> take_window_records(const std::vector<uint64_t>& windows);
 
 // kOk, kKernelFault or kLaunchError (or how the launcher's process ended),
 // with a message naming the CUDA error.

@@ -1,7 +1,5 @@
 #include "launch_recorder.h"
 
-#include "api_recorder.h"
-
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -10,6 +8,8 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+
+#include "api_recorder.h"
 
 namespace tilelab {
 namespace {

@@ -74,8 +74,8 @@ std::unique_ptr<LauncherProcess> LauncherProcess::start(const std::vector<std::s
   fcntl(replies[0], F_SETFD, FD_CLOEXEC);
 
   std::vector<std::string> argv = command;
-  argv.insert(argv.end(), {"--serve", std::to_string(control_fd), std::to_string(requests[0]),
-                           std::to_string(replies[1])});
+  argv.insert(argv.end(),
+              {"--serve", std::to_string(control_fd), std::to_string(requests[0]), std::to_string(replies[1])});
   if (record) argv.push_back("--record");
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
@@ -196,8 +196,8 @@ void LauncherProcess::share(const void* base, size_t bytes) {
   try {
     const json reply = request({{"op", "share"}, {"id", id}, {"handle", to_hex(&handle, sizeof handle)}});
     if (reply.value("ok", false) != true) {
-      const std::string err = reply.contains("error") && reply["error"].is_string() ? reply["error"].get<std::string>()
-                                                                                       : "no reason given";
+      const std::string err =
+          reply.contains("error") && reply["error"].is_string() ? reply["error"].get<std::string>() : "no reason given";
       throw ProtocolError("it could not open the harness's buffers: " + err);
     }
   } catch (const std::exception& e) {
@@ -235,7 +235,22 @@ bool LauncherProcess::wait_done(uint64_t seq) {
   }
 }
 
-Invocation LauncherProcess::invoke(const LaunchArgs& args) {
+std::vector<WindowRecord> LauncherProcess::take_records(const std::vector<uint64_t>& windows) {
+  std::vector<WindowRecord> out(windows.size());
+  if (ended_ != ExitCode::kOk) return out;
+  try {
+    const json reply = request({{"op", "records"}, {"windows", windows}});
+    const json& records = reply.at("records");
+    if (!records.is_array() || records.size() != windows.size()) throw ProtocolError("records for other calls");
+    for (size_t i = 0; i < windows.size(); ++i) out[i] = record_from_wire(records[i]);
+  } catch (const std::exception& e) {
+    note_end(e.what());
+    return std::vector<WindowRecord>(windows.size());
+  }
+  return out;
+}
+
+Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records) {
   Invocation call;
   if (ended_ != ExitCode::kOk) {
     call.ended = ended_;
@@ -243,8 +258,9 @@ Invocation LauncherProcess::invoke(const LaunchArgs& args) {
     return call;
   }
   const uint64_t seq = ++seq_;
-  json req = {{"op", "call"}, {"seq", seq},     {"m", where(args.M)}, {"n", where(args.N)},
-              {"p", where(args.P)}, {"j", args.j}, {"k", args.k},       {"l", args.l}};
+  json req = {{"op", "call"},       {"seq", seq},         {"records", take_records},
+              {"m", where(args.M)}, {"n", where(args.N)}, {"p", where(args.P)},
+              {"j", args.j},        {"k", args.k},        {"l", args.l}};
   if (args.prop != nullptr) {
     const cudaDeviceProp& p = *args.prop;
     req["props"] = {{"sharedMemPerBlock", p.sharedMemPerBlock},

@@ -36,7 +36,8 @@ class LauncherProcess : public Launcher {
   bool cuda_in_use_at_start() const override { return context_before_; }
   void share(const void* base, size_t bytes) override;
   void unshare(const void* base) override;
-  Invocation invoke(const LaunchArgs& args) override;
+  Invocation invoke(const LaunchArgs& args, bool take_records = true) override;
+  std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
   bool trusted_clock() const override { return true; }
   ExitCode startup_error(std::string* message) const override;
 
@@ -44,8 +45,8 @@ class LauncherProcess : public Launcher {
   LauncherProcess() = default;
   nlohmann::json request(const nlohmann::json& message);  // throws ProtocolError
   nlohmann::json where(const void* pointer) const;        // [id, offset] of a shared allocation
-  bool wait_done(uint64_t seq);                          // false if the process ended first
-  void note_end(const std::string& why);                 // reaps the process, keeps how it ended
+  bool wait_done(uint64_t seq);                           // false if the process ended first
+  void note_end(const std::string& why);                  // reaps the process, keeps how it ended
 
   pid_t pid_ = -1;
   bool reaped_ = false;  // wait_done() saw it end: its status is below

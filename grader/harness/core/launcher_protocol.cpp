@@ -129,39 +129,20 @@ bool from_hex(const std::string& hex, void* bytes, size_t size) {
   return true;
 }
 
-json invocation_to_wire(const Invocation& call) {
-  json kernels = json::array(), outside = json::array(), memory = json::array();
-  for (const KernelLaunch& k : call.record.kernels) kernels.push_back(kernel_to_wire(k));
-  for (const KernelLaunch& k : call.outside) outside.push_back(kernel_to_wire(k));
-  for (const MemoryOperation& m : call.record.memory) {
-    memory.push_back({{"kind", m.kind}, {"api", m.api}, {"bytes", m.bytes}, {"start_ns", m.start_ns},
-                      {"end_ns", m.end_ns}});
+json record_to_wire(const WindowRecord& record) {
+  json kernels = json::array(), memory = json::array();
+  for (const KernelLaunch& k : record.kernels) kernels.push_back(kernel_to_wire(k));
+  for (const MemoryOperation& m : record.memory) {
+    memory.push_back(
+        {{"kind", m.kind}, {"api", m.api}, {"bytes", m.bytes}, {"start_ns", m.start_ns}, {"end_ns", m.end_ns}});
   }
-  return {{"launch_error", static_cast<int>(call.launch_error)},
-          {"run_error", static_cast<int>(call.run_error)},
-          {"event_ms", call.event_ms},
-          {"wall_ms", call.wall_ms},
-          {"api_calls", call.account.calls},
-          {"host_cpu_ms", call.account.host_cpu_ms},
-          {"cuda_cpu_ms", call.account.cuda_cpu_ms},
-          {"kernels", kernels},
-          {"memory", memory},
-          {"outside", outside},
-          {"api_outside", call.api_outside}};
+  return {{"kernels", kernels}, {"memory", memory}};
 }
 
-Invocation invocation_from_wire(const json& wire) {
-  Invocation call;
-  call.launch_error = static_cast<cudaError_t>(field<int>(wire, "launch_error"));
-  call.run_error = static_cast<cudaError_t>(field<int>(wire, "run_error"));
-  call.event_ms = field<double>(wire, "event_ms");
-  call.wall_ms = field<double>(wire, "wall_ms");
-  call.account.calls = field<ApiCounts>(wire, "api_calls");
-  call.account.host_cpu_ms = field<double>(wire, "host_cpu_ms");
-  call.account.cuda_cpu_ms = field<double>(wire, "cuda_cpu_ms");
-  call.record.kernels = list_from_wire<KernelLaunch>(wire, "kernels", kernel_from_wire);
-  call.outside = list_from_wire<KernelLaunch>(wire, "outside", kernel_from_wire);
-  call.record.memory = list_from_wire<MemoryOperation>(wire, "memory", [](const json& m) {
+WindowRecord record_from_wire(const json& wire) {
+  WindowRecord record;
+  record.kernels = list_from_wire<KernelLaunch>(wire, "kernels", kernel_from_wire);
+  record.memory = list_from_wire<MemoryOperation>(wire, "memory", [](const json& m) {
     MemoryOperation op;
     op.kind = field<std::string>(m, "kind");
     op.api = field<std::string>(m, "api");
@@ -171,6 +152,38 @@ Invocation invocation_from_wire(const json& wire) {
     if (op.end_ns < op.start_ns) throw ProtocolError("a copy ended before it started");
     return op;
   });
+  return record;
+}
+
+json invocation_to_wire(const Invocation& call) {
+  json outside = json::array();
+  for (const KernelLaunch& k : call.outside) outside.push_back(kernel_to_wire(k));
+  json wire = record_to_wire(call.record);
+  wire.update({{"window", call.window},
+               {"launch_error", static_cast<int>(call.launch_error)},
+               {"run_error", static_cast<int>(call.run_error)},
+               {"event_ms", call.event_ms},
+               {"wall_ms", call.wall_ms},
+               {"api_calls", call.account.calls},
+               {"host_cpu_ms", call.account.host_cpu_ms},
+               {"cuda_cpu_ms", call.account.cuda_cpu_ms},
+               {"outside", outside},
+               {"api_outside", call.api_outside}});
+  return wire;
+}
+
+Invocation invocation_from_wire(const json& wire) {
+  Invocation call;
+  call.window = field<uint64_t>(wire, "window");
+  call.launch_error = static_cast<cudaError_t>(field<int>(wire, "launch_error"));
+  call.run_error = static_cast<cudaError_t>(field<int>(wire, "run_error"));
+  call.event_ms = field<double>(wire, "event_ms");
+  call.wall_ms = field<double>(wire, "wall_ms");
+  call.account.calls = field<ApiCounts>(wire, "api_calls");
+  call.account.host_cpu_ms = field<double>(wire, "host_cpu_ms");
+  call.account.cuda_cpu_ms = field<double>(wire, "cuda_cpu_ms");
+  call.record = record_from_wire(wire);
+  call.outside = list_from_wire<KernelLaunch>(wire, "outside", kernel_from_wire);
   call.api_outside = field<ApiCounts>(wire, "api_outside");
   return call;
 }

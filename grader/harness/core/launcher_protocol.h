@@ -12,9 +12,11 @@
 //   {"op": "describe"}                  -> the part, and why it cannot run, if so
 //   {"op": "share", "id", "handle"}     -> {"ok": true} | {"error": ...}  (CUDA IPC handle, hex)
 //   {"op": "unshare", "id"}             -> {"ok": true}
-//   {"op": "call", "seq", "m", "n", "p", "j", "k", "l", "props"?}
+//   {"op": "call", "seq", "records", "m", "n", "p", "j", "k", "l", "props"?}
 //                                       -> {"ready": true}, then the call when go == seq,
-//                                          then done = seq, then the Invocation (wire form)
+//                                          then done = seq, then the Invocation (wire form);
+//                                          "records": false leaves its kernels and copies for
+//   {"op": "records", "windows": [...]} -> {"records": [{"kernels", "memory"}, ...]}
 //   {"op": "quit"}                      -> the process ends
 // "m", "n" and "p" are [id, byte offset] into shared allocations.
 //
@@ -58,5 +60,7 @@ bool from_hex(const std::string& hex, void* bytes, size_t size);
 // timestamps), and back. invocation_from_wire throws ProtocolError.
 nlohmann::json invocation_to_wire(const Invocation& call);
 Invocation invocation_from_wire(const nlohmann::json& wire);
+nlohmann::json record_to_wire(const WindowRecord& record);
+WindowRecord record_from_wire(const nlohmann::json& wire);
 
 }  // namespace tilelab

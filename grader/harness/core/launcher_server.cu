@@ -106,16 +106,23 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
                             req.at("k").get<int>(),
                             req.at("l").get<int>(),
                             &given};
+      const bool take_records = req.value("records", true) == true;
       tilelab_harness_bring_context_on<<<1, 1>>>();
       TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
-      prepare_call();  // CUPTI's flush, before the trusted clock starts
+      if (take_records) prepare_call();  // CUPTI's flush, before the trusted clock starts
       reply(replies, {{"ready", true}});
       while (control->go.load(std::memory_order_acquire) != seq) {
       }
       // "done" as soon as the device is idle: taking the records comes after the trusted clock stopped.
-      const Invocation call =
-          invoke_launcher(binding, args, [&] { control->done.store(seq, std::memory_order_release); });
+      const Invocation call = invoke_launcher(
+          binding, args, [&] { control->done.store(seq, std::memory_order_release); }, take_records);
       reply(replies, invocation_to_wire(call));
+    } else if (op == "records" && usable) {
+      json records = json::array();
+      for (const WindowRecord& r : take_window_records(req.at("windows").get<std::vector<uint64_t>>())) {
+        records.push_back(record_to_wire(r));
+      }
+      reply(replies, {{"records", records}});
     } else if (op == "quit") {
       quit();
     } else {

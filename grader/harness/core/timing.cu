@@ -29,7 +29,7 @@ struct TimedCall {
   int call = 0;
   uint64_t seed = 0;
   int input_set = 0;
-  WindowRecord record;
+  uint64_t window = 0;
   double event_ms = 0;
   double wall_ms = 0;
   double host_cpu_ms = 0;
@@ -93,7 +93,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
 
     const LaunchArgs args{sets[s].M.get(), sets[s].N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k,
                           spec.l,          &given};
-    const Invocation inv = launcher.invoke(args);
+    // Records are taken once, after the last call: a flush between timed calls slows the next one.
+    const Invocation inv = launcher.invoke(args, false);
     for (const auto& [name, n] : inv.account.calls) api_calls[name] += n;
     for (const auto& [name, n] : inv.api_outside) api_outside[name] += n;
     const ExitCode code = invocation_status(inv, &out.message);
@@ -111,7 +112,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     tc.call = call;
     tc.seed = seed;
     tc.input_set = s;
-    tc.record = inv.record;
+    tc.window = inv.window;
     tc.event_ms = inv.event_ms;
     tc.wall_ms = inv.wall_ms;
     tc.host_cpu_ms = inv.account.host_cpu_ms;
@@ -122,10 +123,15 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     timed.push_back(std::move(tc));
   }
 
+  std::vector<uint64_t> windows;
+  for (const TimedCall& tc : timed) windows.push_back(tc.window);
+  const std::vector<WindowRecord> records =
+      out.code == ExitCode::kOk ? launcher.take_records(windows) : std::vector<WindowRecord>(timed.size());
   json calls = json::array();
   std::vector<double> event_ms, wall_ms, cupti_ms;
-  for (const TimedCall& tc : timed) {
-    const WindowRecord& rec = tc.record;
+  for (size_t i = 0; i < timed.size(); ++i) {
+    const TimedCall& tc = timed[i];
+    const WindowRecord& rec = records[i];
     uint64_t first = UINT64_MAX, last = 0;
     double kernel_ms = 0;
     for (const KernelLaunch& k : rec.kernels) {
