@@ -44,9 +44,9 @@ class Launcher {
   virtual void unshare(const void* base) = 0;
   // One call on `args`: bracketed, timed and recorded (invoke.h). With
   // `take_records` false (timed calls), its kernels and copies stay with
-  // CUPTI until take_records(): taking them means flushing CUPTI, and a
-  // call after a flush is slower (about 0.6 ms on the H100) while CUPTI
-  // sets up again. Its API calls and CPU time come back at once either way.
+  // CUPTI until take_records(): taking them means flushing CUPTI, and with
+  // a flush before every timed call the H100 timed each about 0.6 ms
+  // slower. Its API calls and CPU time come back at once either way.
   virtual Invocation invoke(const LaunchArgs& args, bool take_records = true) = 0;
   // The kernels and copies of the calls with these windows (Invocation::window).
   virtual std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) = 0;
