@@ -1,16 +1,15 @@
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "api_recorder.h"
 #include "case_file.h"
 #include "device_ops.h"
 #include "guard.h"
 #include "harness.h"
 #include "json_io.h"
-#include "launch_recorder.h"
 #include "launcher.h"
 #include "launcher_server.h"
 #include "process_guard.h"
