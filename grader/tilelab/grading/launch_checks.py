@@ -96,16 +96,23 @@ HOST_WORK_HINT = ("Do the multiplication in your kernel; the launcher only choos
                   "are all refused.")
 
 
+def _refused_in(record: dict, who: str) -> list:
+    """'<who> called cudaHostAlloc (...)' for the refused calls a record
+    lists: made during the call, and by other threads outside it."""
+    found = []
+    for where, key in (("", "api_calls"), (" from another thread", "api_calls_outside_call")):
+        refused = refused_calls(record.get(key))
+        if refused:
+            found.append(f"{who} called {', '.join(refused)}{where}")
+    return found
+
+
 def check_timed_calls(timing: dict) -> list:
     """Problems with the timed calls' records (the harness's `timing` of a
     case): refused calls, calls by threads outside a call, host CPU time."""
     if not isinstance(timing, dict):
         return []
-    problems = []
-    for where, counts in (("", timing.get("api_calls")), (" from another thread", timing.get("api_calls_outside_call"))):
-        refused = refused_calls(counts)
-        if refused:
-            problems.append(f"the timed calls called {', '.join(refused)}{where}")
+    problems = _refused_in(timing, "the timed calls")
     calls = timing.get("calls")
     for call in calls if isinstance(calls, list) else []:
         if isinstance(call, dict):
@@ -210,12 +217,10 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
                                    "computing on the host is not allowed"))
             elsewhere = True
             hints.append(HOST_WORK_HINT)
-        for where, counts in (("", case.get("api_calls")), (" from another thread", case.get("api_calls_outside_call"))):
-            refused = refused_calls(counts)
-            if refused:
-                problems.append((name, f"the launcher called {', '.join(refused)}{where}"))
-                elsewhere = True
-                hints.append(HOST_WORK_HINT)
+        for message in _refused_in(case, "the launcher"):
+            problems.append((name, message))
+            elsewhere = True
+            hints.append(HOST_WORK_HINT)
         if case.get("api_recorded") is True and name not in first_cases:
             excess = host_cpu_excess(case.get("host_cpu_ms"), sum(_ms(k.get("duration_ms")) for k in launches))
             if excess:
