@@ -62,6 +62,7 @@ CHECK_CACHE_DIR = "check-cache"  # under the build tree: the parts `check` built
 PART_CACHE_DIR = "part-cache"  # under the build tree: the parts gradings built, by content (build_cache.py)
 NO_GPU = "not run: no CUDA device on this machine"
 NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
+WORK_ELSEWHERE = "not run: the launch checks found work done outside the part's own kernels"
 NO_TARGETS = ("not scored: the grader could not time its reference solutions on this GPU, so it has no speed "
               "targets")
 NO_TARGETS_NOTE = ("Speed was not scored: the grader could not time its reference solutions on this GPU, so it "
@@ -110,6 +111,11 @@ class _Part:
     harness_result: dict = field(default_factory=dict)  # the launch records of the correctness runs
     work_elsewhere: bool = False  # the launch checks found work done outside the part's kernels
     hidden_names: dict = field(default_factory=dict)  # name in the case file -> real case name
+
+    @property
+    def case_file_names(self) -> dict:
+        """Real case name -> its name in the case file (hidden cases have opaque ones)."""
+        return {real: opaque for opaque, real in self.hidden_names.items()}
 
     @property
     def cases_all_passed(self) -> bool:
@@ -648,7 +654,7 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
     logs only. Hidden cases also get opaque names in their case file.
     Returns whether a run may have been disturbed by runs beside it."""
     limit = assignment.grading["time_limits"]["correctness"]
-    reverse = {real: opaque for opaque, real in s.hidden_names.items()}
+    reverse = s.case_file_names
     cases, results, student_output, failure, seconds, printed = [], [], "", None, 0.0, 0
     disturbed = False
     for set_name in sets:
@@ -697,8 +703,8 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
 
 def _launch_checks(s: _Part) -> None:
     try:
-        # The limits each case lowered, by its name in the case file (hidden cases have opaque ones).
-        opaque = {real: name for name, real in s.hidden_names.items()}
+        # The limits each case lowered, by its name in the case file.
+        opaque = s.case_file_names
         props = {opaque.get(c.name, c.name): dict(c.props) for name in ("public", "hidden")
                  for c in s.part.cases[name] if c.props}
         check = check_launches(s.harness_result, s.part.file, s.kernels, s.part.shared_memory, props)
@@ -717,7 +723,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
         return
     if s.work_elsewhere:
-        s.set("speed", "not_run", "not run: the launch checks found work done outside the part's own kernels")
+        s.set("speed", "not_run", WORK_ELSEWHERE)
         return
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
@@ -735,8 +741,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         # Seen only at the timing sizes: the launch checks fail, as they would have on a correctness case.
         s.set("launch", "failed", host_work[0], "\n".join(host_work), hints=[HOST_WORK_HINT])
         s.work_elsewhere = True
-        s.set("speed", "not_run", "not run: the launch checks found work done outside the part's own kernels",
-              "", run.seconds)
+        s.set("speed", "not_run", WORK_ELSEWHERE, "", run.seconds)
         return
     verdict = verify(verify_tool, case_file)
     failed = [c for c in verdict["cases"] if not c["passed"]]
