@@ -221,36 +221,46 @@ TEST(Timing, TiledCuptiDurationAgreesWithEvents) {
   EXPECT_EQ(t.at("failed_calls"), 0);
 }
 
-// tilelab-harness times the reference with its launcher in a child process:
-// the outputs are right, the records come back, and the trusted clock agrees
-// with the events the child measured around the same calls (the split costs
-// under 0.5 % at 4096: docs/measurements.md).
-TEST(TrustedHarness, TimesTheReferenceWithItsLauncherInAChild) {
+// tilelab-harness times the references with their launchers in a child
+// process: the outputs are right, the records come back, and the trusted
+// clock costs little over the events of the in-process harness on the same
+// calls. Figures are printed for docs/measurements.md; the bound is loose
+// (1.02): the 1 % is judged from gpu-suite's graded GFLOP/s.
+TEST(TrustedHarness, TimesTheReferencesWithTheirLaunchersInAChild) {
   TILELAB_REQUIRE_GPU();
-  TempDir dir;
-  CaseFile f;
-  f.part = "tiled";
-  f.cases.push_back(make_case("w64", 64, 64, 64, 3));
-  CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
-  c.timing = TimingSpec{};
-  c.timing->seed = 79;
-  f.cases.push_back(c);
-  const HarnessRun run = run_harness(reference("tiled"), f, dir.path(), 300, true);
-  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
-  const json& result = *run.result;
-  EXPECT_EQ(result.at("launcher_process"), true);
-  const json verdict = verify_run(run.cases, result);
-  EXPECT_EQ(verdict.at("cases_passed"), 2) << verdict.dump(2);
-  const json& small = result.at("cases").at(0);
-  ASSERT_FALSE(small.at("launches").empty());
-  EXPECT_GT(small.at("launches").at(0).at("static_shared_bytes").get<int>(), 0);
-  const json& t = verdict.at("cases").at(1).at("timing");
-  EXPECT_EQ(t.at("clock"), "trusted");
-  const double wall = t.at("median_wall_ms"), events = t.at("median_event_ms"), cupti = t.at("median_cupti_span_ms");
-  std::cout << "trusted harness, tiled 4096: wall " << wall << " ms, child's events " << events << " ms, CUPTI "
-            << cupti << " ms (wall/events " << wall / events << ")\n";
-  EXPECT_GE(wall, cupti);
-  EXPECT_LE(wall / events, 1.02);
+  for (const std::string part : {"tiled", "challenge"}) {
+    TempDir dir;
+    CaseFile f;
+    f.part = part;
+    f.cases.push_back(make_case("w64", 64, 64, 64, 3));
+    CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
+    c.timing = TimingSpec{};
+    c.timing->seed = 79;
+    f.cases.push_back(c);
+    const HarnessRun run = run_harness(reference(part), f, dir.path() / "trusted", 300, true);
+    ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+    const json& result = *run.result;
+    EXPECT_EQ(result.at("launcher_process"), true);
+    const json verdict = verify_run(run.cases, result);
+    EXPECT_EQ(verdict.at("cases_passed"), 2) << verdict.dump(2);
+    ASSERT_FALSE(result.at("cases").at(0).at("launches").empty());
+    const json& t = verdict.at("cases").at(1).at("timing");
+    EXPECT_EQ(t.at("clock"), "trusted");
+
+    const HarnessRun alone = run_harness(reference(part), f, dir.path() / "in-process");
+    ASSERT_EQ(alone.process.exit_code, 0) << alone.process.err;
+    const json alone_verdict = verify_run(alone.cases, *alone.result);
+    const json& a = alone_verdict.at("cases").at(1).at("timing");
+
+    const double wall = t.at("median_wall_ms"), events = t.at("median_event_ms"), cupti = t.at("median_cupti_span_ms");
+    const double in_process = a.at("median_event_ms");
+    std::cout << "trusted harness, " << part << " 4096: wall " << wall << " ms, child's events " << events
+              << " ms, CUPTI " << cupti << " ms; in-process events " << in_process << " ms, wall "
+              << a.at("median_wall_ms").get<double>() << " ms (trusted wall / in-process events " << wall / in_process
+              << ")\n";
+    EXPECT_GE(wall, cupti);
+    EXPECT_LE(wall / in_process, 1.02);
+  }
 }
 
 // The API recorder names the launcher's own calls, not the harness's, and a

@@ -91,6 +91,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
 
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
                        double timeout_s, bool trusted) {
+  std::filesystem::create_directories(dir);
   cases.result = dir / "result.json";
   for (CaseSpec& c : cases.cases) {
     if (c.output.empty() && !c.timing) c.output = dir / (c.name + ".P.f32");

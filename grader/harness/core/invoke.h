@@ -35,6 +35,10 @@ struct Invocation {
   std::string ended_message;
 };
 
+// Makes the CUDA events that bracket every call of this process, if not yet
+// made. A launcher process makes them before its first "ready".
+void make_call_events();
+
 // Drops what was recorded before a call (the harness's own work). Call it
 // before the clock of the call starts: it flushes CUPTI's buffers.
 void prepare_call();

@@ -107,6 +107,7 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
                             req.at("l").get<int>(),
                             &given};
       const bool take_records = req.value("records", true) == true;
+      make_call_events();
       tilelab_harness_bring_context_on<<<1, 1>>>();
       TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
       if (take_records) prepare_call();  // CUPTI's flush, before the trusted clock starts
