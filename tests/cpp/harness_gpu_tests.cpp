@@ -74,17 +74,28 @@ TEST_P(ProbeExitCode, EndsWithItsDocumentedCode) {
 TEST_P(ProbeExitCode, EndsWithTheSameCodeThroughTheTrustedHarness) {
   TILELAB_REQUIRE_GPU();
   const ProbeExpectation& e = GetParam();
+  HarnessService service;
+  for (const HarnessService* via : std::initializer_list<const HarnessService*>{nullptr, &service}) {
+    SCOPED_TRACE(via != nullptr ? "through the service" : "one-shot");
+    TempDir dir;
+    const HarnessRun run = run_harness(probe(e.probe), two_cases("naive"), dir.path(), 300, true, via);
+    ASSERT_FALSE(run.process.timed_out);
+    EXPECT_EQ(run.process.exit_code, to_int(e.code)) << run.process.err;
+    ASSERT_TRUE(run.result.has_value()) << "the trusted harness wrote no result file\n" << run.process.err;
+    const json& r = *run.result;
+    EXPECT_EQ(r.at("launcher_process"), true);
+    EXPECT_EQ(r.at("state"), "finished");
+    EXPECT_EQ(r.at("cases").at(0).at("status"), exit_code_info(e.code).name) << r.dump(2);
+    EXPECT_EQ(r.at("cases").size(), e.reaches_second_case ? 2u : 1u);
+    EXPECT_EQ(verify_run(run.cases, r).at("cases_passed"), 0);
+  }
+  // What the probe's process did (a fault, a crash, an exit) stayed in it:
+  // the service runs the next part's cases as before.
   TempDir dir;
-  const HarnessRun run = run_harness(probe(e.probe), two_cases("naive"), dir.path(), 300, true);
-  ASSERT_FALSE(run.process.timed_out);
-  EXPECT_EQ(run.process.exit_code, to_int(e.code)) << run.process.err;
-  ASSERT_TRUE(run.result.has_value()) << "the trusted harness wrote no result file\n" << run.process.err;
-  const json& r = *run.result;
-  EXPECT_EQ(r.at("launcher_process"), true);
-  EXPECT_EQ(r.at("state"), "finished");
-  EXPECT_EQ(r.at("cases").at(0).at("status"), exit_code_info(e.code).name) << r.dump(2);
-  EXPECT_EQ(r.at("cases").size(), e.reaches_second_case ? 2u : 1u);
-  EXPECT_EQ(verify_run(run.cases, r).at("cases_passed"), 0);
+  const HarnessRun next = run_harness(reference("naive"), two_cases("naive"), dir.path(), 300, true, &service);
+  ASSERT_EQ(next.process.exit_code, 0) << next.process.err;
+  EXPECT_EQ(verify_run(next.cases, *next.result).at("cases_passed"), 2);
+  EXPECT_EQ(service.stop(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Probes, ProbeExitCode,
@@ -237,7 +248,8 @@ TEST(TrustedHarness, TimesTheReferencesWithTheirLaunchersInAChild) {
     c.timing = TimingSpec{};
     c.timing->seed = 79;
     f.cases.push_back(c);
-    const HarnessRun run = run_harness(reference(part), f, dir.path() / "trusted", 300, true);
+    HarnessService service;  // as a grading runs it: the trusted harness's context made beforehand
+    const HarnessRun run = run_harness(reference(part), f, dir.path() / "trusted", 300, true, &service);
     ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
     const json& result = *run.result;
     EXPECT_EQ(result.at("launcher_process"), true);

@@ -124,6 +124,69 @@ TEST(TrustedHarness, ALauncherThatCannotStartIsAUsageError) {
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
 }
 
+// The service (core/harness_service.h) runs one relay's case file after
+// another with one CUDA context, answers each relay with the run's exit
+// status and what it printed, and ends when its standard input closes.
+// Without a GPU each run ends with no_device, as the one-shot harness does.
+TEST(HarnessService, ServesRunAfterRunThroughRelays) {
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path) << R"({"version":1,"part":"naive","result":")" << (dir.path() / "r.json").string()
+                      << R"(","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const auto tool = (build_dir() / "bin" / "tilelab-harness").string();
+  const ExitCode expected = gpu_available() ? ExitCode::kOk : ExitCode::kNoDevice;
+  HarnessService service;
+  for (int run = 0; run < 2; ++run) {
+    const ProcessResult r =
+        run_process({tool, "--via", service.socket().string(), path.string(), "--", naive_harness().string()}, 60);
+    EXPECT_EQ(r.exit_code, to_int(expected)) << r.err;
+    if (expected == ExitCode::kNoDevice) EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  }
+  ProcessResult r =
+      run_process({tool, "--via", service.socket().string(), path.string(), "--", (dir.path() / "none").string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("the launcher did not start"), std::string::npos) << r.err;
+  r = run_process({tool, "--via", service.socket().string(), (dir.path() / "missing.json").string(), "--",
+                   naive_harness().string()},
+                  60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kBadCaseFile)) << r.err;
+  // Still serving after those.
+  r = run_process({tool, "--via", service.socket().string(), path.string(), "--", naive_harness().string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(expected)) << r.err;
+  EXPECT_EQ(service.stop(), 0);
+  EXPECT_FALSE(std::filesystem::exists(service.socket()));
+}
+
+TEST(HarnessService, ARelayWithNoServiceIsAUsageError) {
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path)
+      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const ProcessResult r =
+      run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via", (dir.path() / "no-socket").string(),
+                   path.string(), "--", naive_harness().string()},
+                  60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("cannot reach the harness service"), std::string::npos) << r.err;
+}
+
+// A relay stopped from outside (the grader's time limit kills its process
+// group) takes the service down with it: the service may not write anything
+// of that run after whoever stopped it has read the result.
+TEST(HarnessService, EndsWhenARunIsStoppedFromOutside) {
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path) << R"({"version":1,"part":"naive","result":")" << (dir.path() / "r.json").string()
+                      << R"(","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  HarnessService service;
+  // A "launcher" that never answers: sh runs `sleep 30` with the serve arguments as $0...
+  const ProcessResult r = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via",
+                                       service.socket().string(), path.string(), "--", "/bin/sh", "-c", "sleep 30"},
+                                      1.0);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(service.stop(), to_int(ExitCode::kEarlyExit));
+}
+
 // Messages: a 4-byte length and JSON. What the launcher's process sends is
 // untrusted: too long, not JSON, not an object, or cut short is refused.
 TEST(LauncherProtocol, MessagesCrossAPipeAndAnythingElseIsRefused) {

@@ -52,7 +52,7 @@ json device_json(const cudaDeviceProp& p) {
 
 [[noreturn]] void fail(ExitCode code, const std::string& message) {
   std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", message.c_str(), to_int(code), exit_code_info(code).name);
-  end_process(code);
+  throw HarnessExit{code};
 }
 
 // The result document, rewritten after every case: if the process dies in
@@ -274,18 +274,22 @@ int harness_main(int argc, char** argv, const PartBinding& part) {
   }
   install_signal_guards();
 
-  CaseFile file;
   try {
-    file = load_case_file(argv[1]);
-  } catch (const CaseFileError& e) {
-    fail(ExitCode::kBadCaseFile, e.what());
+    CaseFile file;
+    try {
+      file = load_case_file(argv[1]);
+    } catch (const CaseFileError& e) {
+      fail(ExitCode::kBadCaseFile, e.what());
+    }
+    InProcessLauncher launcher(part, file.record_launches);
+    install_exit_guard();
+    end_process(run_case_file(file, launcher));
+  } catch (const HarnessExit& e) {
+    end_process(e.code);
   }
-  InProcessLauncher launcher(part, file.record_launches);
-  install_exit_guard();
-  run_case_file(file, launcher);
 }
 
-void run_case_file(const CaseFile& file, Launcher& launcher) {
+ExitCode run_case_file(const CaseFile& file, Launcher& launcher) {
   validate_cases(file, launcher.part());
   int devices = 0;
   const cudaError_t count_error = cudaGetDeviceCount(&devices);
@@ -328,7 +332,7 @@ void run_case_file(const CaseFile& file, Launcher& launcher) {
   writer.doc()["state"] = "finished";
   writer.doc()["exit_code"] = to_int(first_failure);
   writer.write();
-  end_process(first_failure);
+  return first_failure;
 }
 
 }  // namespace tilelab

@@ -1,6 +1,7 @@
 #include "launcher_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -45,31 +46,31 @@ bool known_exit_code(int code, ExitCode* out) {
 
 }  // namespace
 
-std::unique_ptr<LauncherProcess> LauncherProcess::start(const std::vector<std::string>& command, bool record,
-                                                        std::string* error) {
+std::optional<SpawnedLauncher> spawn_launcher(const std::vector<std::string>& command, bool record,
+                                              std::string* error) {
   if (command.empty()) {
     *error = "no launcher command";
-    return nullptr;
+    return std::nullopt;
   }
-  std::unique_ptr<LauncherProcess> lp(new LauncherProcess());
-  lp->record_ = record;
   const int control_fd = memfd_create("tilelab-control", 0);  // inherited by the child
   if (control_fd < 0 || ftruncate(control_fd, sizeof(ControlBlock)) != 0) {
     *error = std::string("memfd_create: ") + std::strerror(errno);
-    return nullptr;
+    if (control_fd >= 0) close(control_fd);
+    return std::nullopt;
   }
-  void* mem = mmap(nullptr, sizeof(ControlBlock), PROT_READ | PROT_WRITE, MAP_SHARED, control_fd, 0);
-  if (mem == MAP_FAILED) {
-    *error = std::string("mmap: ") + std::strerror(errno);
-    return nullptr;
-  }
-  lp->control_ = new (mem) ControlBlock();
   int requests[2], replies[2];
-  if (pipe(requests) != 0 || pipe(replies) != 0) {
+  if (pipe(requests) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
-    return nullptr;
+    close(control_fd);
+    return std::nullopt;
   }
-  // The trusted side's ends stay out of the child.
+  if (pipe(replies) != 0) {
+    *error = std::string("pipe: ") + std::strerror(errno);
+    for (int fd : {control_fd, requests[0], requests[1]}) close(fd);
+    return std::nullopt;
+  }
+  // The trusted side's ends stay out of the child, and out of any other
+  // program this process starts.
   fcntl(requests[1], F_SETFD, FD_CLOEXEC);
   fcntl(replies[0], F_SETFD, FD_CLOEXEC);
 
@@ -83,7 +84,8 @@ std::unique_ptr<LauncherProcess> LauncherProcess::start(const std::vector<std::s
   const pid_t pid = fork();
   if (pid < 0) {
     *error = std::string("fork: ") + std::strerror(errno);
-    return nullptr;
+    for (int fd : {control_fd, requests[0], requests[1], replies[0], replies[1]}) close(fd);
+    return std::nullopt;
   }
   if (pid == 0) {
     execvp(cargv[0], cargv.data());
@@ -93,13 +95,59 @@ std::unique_ptr<LauncherProcess> LauncherProcess::start(const std::vector<std::s
     (void)!write(STDERR_FILENO, "\n", 1);
     _exit(127);
   }
-  close(control_fd);
   close(requests[0]);
   close(replies[1]);
-  lp->pid_ = pid;
-  lp->to_child_ = requests[1];
-  lp->from_child_ = replies[0];
+  // The control block's memfd is the trusted side's too now: keep it out of later children.
+  fcntl(control_fd, F_SETFD, FD_CLOEXEC);
+  return SpawnedLauncher{pid, {control_fd, requests[1], replies[0]}};
+}
 
+bool ChildWatch::ended(int* status) {
+  if (!reaped_) {
+    int got = 0;
+    const pid_t r = waitpid(pid_, &got, WNOHANG);
+    if (r == 0) return false;
+    reaped_ = true;
+    status_ = r == pid_ ? got : -1;
+  }
+  *status = status_;
+  return true;
+}
+
+int ChildWatch::stop() {
+  int status = -1;
+  if (ended(&status)) return status;
+  kill(pid_, SIGKILL);
+  int got = 0;
+  status_ = waitpid(pid_, &got, 0) == pid_ ? got : -1;
+  reaped_ = true;
+  return status_;
+}
+
+std::unique_ptr<LauncherProcess> LauncherProcess::start(const std::vector<std::string>& command, bool record,
+                                                        std::string* error) {
+  const std::optional<SpawnedLauncher> spawned = spawn_launcher(command, record, error);
+  if (!spawned) return nullptr;
+  return attach(spawned->channels, std::make_unique<ChildWatch>(spawned->pid), record);
+}
+
+std::unique_ptr<LauncherProcess> LauncherProcess::attach(const LauncherChannels& channels,
+                                                         std::unique_ptr<ProcessWatch> watch, bool record) {
+  std::unique_ptr<LauncherProcess> lp(new LauncherProcess());
+  lp->record_ = record;
+  lp->watch_ = std::move(watch);
+  lp->running_ = true;
+  lp->to_child_ = channels.to_child;
+  lp->from_child_ = channels.from_child;
+  void* mem = mmap(nullptr, sizeof(ControlBlock), PROT_READ | PROT_WRITE, MAP_SHARED, channels.control_fd, 0);
+  close(channels.control_fd);
+  if (mem == MAP_FAILED) {
+    lp->note_end(std::string("the control block could not be mapped (") + std::strerror(errno) + ")");
+    lp->start_error_ = lp->ended_;
+    lp->start_message_ = lp->ended_message_;
+    return lp;
+  }
+  lp->control_ = static_cast<ControlBlock*>(mem);  // the child maps the same zeroed page
   try {
     const json d = lp->request({{"op", "describe"}});
     lp->info_.part_id = d.at("part").get<std::string>();
@@ -124,12 +172,13 @@ std::unique_ptr<LauncherProcess> LauncherProcess::start(const std::vector<std::s
 }
 
 LauncherProcess::~LauncherProcess() {
-  if (ended_ == ExitCode::kOk && pid_ > 0) {
+  if (ended_ == ExitCode::kOk && running_) {
     send_message(to_child_, {{"op", "quit"}});
     note_end("it was told to quit");
   }
   if (to_child_ >= 0) close(to_child_);
   if (from_child_ >= 0) close(from_child_);
+  if (control_ != nullptr) munmap(control_, sizeof(ControlBlock));
 }
 
 ExitCode LauncherProcess::startup_error(std::string* message) const {
@@ -139,24 +188,33 @@ ExitCode LauncherProcess::startup_error(std::string* message) const {
 
 json LauncherProcess::request(const json& message) {
   if (!send_message(to_child_, message)) throw ProtocolError("the launcher's process is gone");
-  return receive_message(from_child_);
+  return receive();
+}
+
+json LauncherProcess::receive() {
+  const int news = watch_->news_fd();
+  if (news < 0) return receive_message(from_child_);  // the pipe ends with the child
+  for (;;) {
+    pollfd fds[2] = {{from_child_, POLLIN, 0}, {news, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      throw ProtocolError(std::string("poll: ") + std::strerror(errno));
+    }
+    if (fds[0].revents != 0) return receive_message(from_child_);
+    int status = -1;
+    if (fds[1].revents != 0 && watch_->ended(&status)) throw ProtocolError("the launcher's process ended");
+  }
 }
 
 void LauncherProcess::note_end(const std::string& why) {
   if (ended_ != ExitCode::kOk) return;
-  int status = reaped_status_;
+  int status = -1;
   bool stopped_by_us = false;
-  if (!reaped_ && pid_ > 0) {
-    const pid_t got = waitpid(pid_, &status, WNOHANG);
-    if (got == 0) {  // still running, but it stopped serving: it is stopped
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      stopped_by_us = true;
-    } else if (got < 0) {
-      status = -1;
-    }
+  if (running_ && !watch_->ended(&status)) {  // still running, but it stopped serving: it is stopped
+    status = watch_->stop();
+    stopped_by_us = true;
   }
-  pid_ = -1;
+  running_ = false;
   ExitCode code = ExitCode::kEarlyExit;
   if (stopped_by_us) {
     ended_ = ExitCode::kCrash;
@@ -223,12 +281,8 @@ bool LauncherProcess::wait_done(uint64_t seq) {
   for (uint64_t spins = 1;; ++spins) {
     if (control_->done.load(std::memory_order_acquire) == seq) return true;
     if ((spins & 0xFFFF) != 0) continue;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      reaped_ = true;
-      reaped_status_ = status;
-      return false;
-    }
+    int status = -1;
+    if (watch_->ended(&status)) return false;
     if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() > kSpinMs) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,12 +24,65 @@
 
 namespace tilelab {
 
+// The trusted side's ends of a launcher process's channels: the control
+// block's memfd, the pipe requests go down and the pipe replies come up.
+struct LauncherChannels {
+  int control_fd = -1;
+  int to_child = -1;
+  int from_child = -1;
+};
+
+// A launcher process just started: its pid and the trusted side's ends.
+struct SpawnedLauncher {
+  pid_t pid = -1;
+  LauncherChannels channels;
+};
+
+// Starts `command` + {"--serve", <fds>, ["--record"]}, its end of each
+// channel inherited and this process's kept out. nullopt with `error` set
+// if it cannot be started at all.
+std::optional<SpawnedLauncher> spawn_launcher(const std::vector<std::string>& command, bool record, std::string* error);
+
+// How the trusted side learns that the launcher's process ended, and ends
+// it: by waiting for its own child, or through the relay that started it
+// (harness_service.h).
+class ProcessWatch {
+ public:
+  virtual ~ProcessWatch() = default;
+  // True once the process has ended, with its wait status (-1 if unknown).
+  virtual bool ended(int* status) = 0;
+  // Kills it if it still runs; its wait status (-1 if unknown).
+  virtual int stop() = 0;
+  // A descriptor that becomes readable when ended() may have changed, or -1
+  // when it must be polled.
+  virtual int news_fd() const = 0;
+};
+
+// The launcher's process is this process's child.
+class ChildWatch : public ProcessWatch {
+ public:
+  explicit ChildWatch(pid_t pid) : pid_(pid) {}
+  bool ended(int* status) override;
+  int stop() override;
+  int news_fd() const override { return -1; }
+
+ private:
+  pid_t pid_;
+  bool reaped_ = false;
+  int status_ = -1;
+};
+
 class LauncherProcess : public Launcher {
  public:
-  // Starts `command` + {"--serve", <fds>, ["--record"]} and asks what it
-  // runs. Returns nullptr with `error` set if it cannot be started at all.
+  // Starts `command` as spawn_launcher does and asks what it runs. Returns
+  // nullptr with `error` set if it cannot be started at all.
   static std::unique_ptr<LauncherProcess> start(const std::vector<std::string>& command, bool record,
                                                 std::string* error);
+  // Takes over the channels of a launcher process started elsewhere, watched
+  // by `watch`, and asks what it runs. Closes the channels' descriptors when
+  // it is destroyed.
+  static std::unique_ptr<LauncherProcess> attach(const LauncherChannels& channels, std::unique_ptr<ProcessWatch> watch,
+                                                 bool record);
   ~LauncherProcess() override;
 
   const PartInfo& part() const override { return info_; }
@@ -44,13 +98,15 @@ class LauncherProcess : public Launcher {
  private:
   LauncherProcess() = default;
   nlohmann::json request(const nlohmann::json& message);  // throws ProtocolError
-  nlohmann::json where(const void* pointer) const;        // [id, offset] of a shared allocation
-  bool wait_done(uint64_t seq);                           // false if the process ended first
-  void note_end(const std::string& why);                  // reaps the process, keeps how it ended
+  // The next reply; throws ProtocolError, also when the watch sees the
+  // process end first (a descendant may hold the pipe open).
+  nlohmann::json receive();
+  nlohmann::json where(const void* pointer) const;  // [id, offset] of a shared allocation
+  bool wait_done(uint64_t seq);                     // false if the process ended first
+  void note_end(const std::string& why);            // reaps the process, keeps how it ended
 
-  pid_t pid_ = -1;
-  bool reaped_ = false;  // wait_done() saw it end: its status is below
-  int reaped_status_ = -1;
+  std::unique_ptr<ProcessWatch> watch_;
+  bool running_ = false;  // started, and not yet seen to end
   int to_child_ = -1, from_child_ = -1;
   ControlBlock* control_ = nullptr;
   bool record_ = false;

@@ -42,6 +42,7 @@ from . import gpu_cache
 from .model import ESTIMATED_RULE, MEASURED_RULE
 from .runner import run_harness, verify, write_cases
 from .scoring import CUBLAS, gflops, scored_time, speed_target
+from .trusted_harness import TrustedHarness
 
 # Bump when the way references are timed changes: older caches then measure again.
 CALIBRATION_VERSION = 2  # 2: timed by tilelab-harness's clock, the launcher in a process of its own
@@ -199,7 +200,9 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
     runs = assignment.speed.runs
     entries = [(f"{case.name}-run{r + 1}", case) for case in part.cases["timing"] for r in range(runs)]
     case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing, harness_id=name)
-    run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox, trusted=tool_path(build_dir, "tilelab-harness"))
+    # One-shot: calibration runs once per GPU, beside a grading's build.
+    one_shot = TrustedHarness(tool_path(build_dir, "tilelab-harness"), services=0)
+    run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox, trusted=one_shot)
     if run.timed_out or run.exit_code != 0:
         why = "took too long" if run.timed_out else f"ended with exit status {run.exit_code} (signal {run.signal})"
         raise CalibrationError(f"the reference of {name} {why} while it was timed: "

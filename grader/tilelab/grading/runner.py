@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import threading
 
     from ..system.sandbox import Sandbox
+    from .trusted_harness import TrustedHarness
 from ..spec.assignment import Case, Part
 
 
@@ -80,10 +81,10 @@ def write_cases(
 
 def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
                 wrapper: Sequence = (), cancel: Optional["threading.Event"] = None,
-                trusted: Optional[Path] = None) -> HarnessRun:
+                trusted: Optional["TrustedHarness"] = None) -> HarnessRun:
     """Runs a part's harness on a case file.
 
-    With `trusted` (tilelab-harness), the trusted harness runs the cases and
+    With `trusted` (trusted_harness.py), tilelab-harness runs the cases and
     the part's executable serves only its launcher, in the sandbox, in a
     folder of its own ("launcher", below the case file's): the case file,
     the result and the outputs stay in the case file's folder, where the
@@ -97,15 +98,20 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     if result_path.exists():
         result_path.unlink()
     if trusted is None:
-        run_dir, command, outside = work, [*wrapper, binary, case_file], ()
+        run_dir, command = work, [*wrapper, binary, case_file]
     else:
-        run_dir, command, outside = work / "launcher", [*wrapper, binary], (trusted, case_file, "--")
+        run_dir, command = work / "launcher", [*wrapper, binary]
     sandbox.own(run_dir)
     if trusted is not None and sandbox.switches_user:
         work.chmod(0o711)  # the launcher passes through to its folder, and can list nothing here
         case_file.chmod(0o600)
-    done = process.run(command, timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir, cancel=cancel,
-                       outside=outside)
+    if trusted is None:
+        done = process.run(command, timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir, cancel=cancel)
+    else:
+        with trusted.prefix(case_file) as lease:
+            done = process.run(command, timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir, cancel=cancel,
+                               outside=lease.outside)
+            lease.ended(done)
     sandbox.reclaim(run_dir)
     result = None
     if result_path.exists():

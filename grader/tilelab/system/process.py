@@ -103,7 +103,7 @@ def clip_lines(lines: list, head: int, tail: int = 0) -> list:
     return lines[:head] + [f"[... {cut} {'more ' if not tail else ''}lines not shown ...]"] + lines[len(lines) - tail:]
 
 
-def _no_core_dumps() -> None:
+def no_core_dumps() -> None:
     # Runs in the child between fork and exec: core dumps of a CUDA process
     # can be gigabytes. (A sandbox sets its limits, file size included, with prlimit.)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -195,7 +195,7 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=None if sandbox is not None and not outside else _no_core_dumps,
+            preexec_fn=None if sandbox is not None and not outside else no_core_dumps,
         )
     except OSError as e:  # the program cannot be run at all: as a shell says it
         message = f"cannot run {argv[0]}: {e.strerror}\n"
