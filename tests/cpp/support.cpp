@@ -138,12 +138,13 @@ HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, con
   cases.path = dir / "cases.json";
   write_json_file(cases.path, case_file_to_json(cases));
   HarnessRun run;
-  const std::string tool = (build_dir() / "bin" / "tilelab-harness").string();
+  // Only trusted runs need the build tree: the part tests run without TILELAB_BUILD_DIR.
+  auto tool = [] { return (build_dir() / "bin" / "tilelab-harness").string(); };
   if (service != nullptr) {
-    run.process = run_process({tool, "--via", service->socket().string(), cases.path.string(), "--", harness.string()},
-                              timeout_s);
+    run.process = run_process(
+        {tool(), "--via", service->socket().string(), cases.path.string(), "--", harness.string()}, timeout_s);
   } else if (trusted) {
-    run.process = run_process({tool, cases.path.string(), "--", harness.string()}, timeout_s);
+    run.process = run_process({tool(), cases.path.string(), "--", harness.string()}, timeout_s);
   } else {
     run.process = run_process({harness.string(), cases.path.string()}, timeout_s);
   }
