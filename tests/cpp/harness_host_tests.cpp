@@ -1,10 +1,14 @@
 // Tests of the harness executables that need no GPU: the command line, bad
-// case files, and the report when no device is present.
+// case files, the report when no device is present, and what the trusted
+// harness and a launcher process say to each other.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "json_io.h"
+#include "launcher_protocol.h"
 #include "support.h"
 #include "tilelab/exit_codes.h"
 
@@ -93,6 +97,171 @@ TEST(HarnessWithoutGpu, ReportsNoDevice) {
       dir);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+}
+
+TEST(TrustedHarnessWithoutGpu, ReportsNoDeviceFromTheLaunchersProcess) {
+  if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path)
+      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const ProcessResult r = run_process(
+      {(build_dir() / "bin" / "tilelab-harness").string(), path.string(), "--", naive_harness().string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+}
+
+TEST(TrustedHarness, ALauncherThatCannotStartIsAUsageError) {
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path)
+      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const auto trusted = (build_dir() / "bin" / "tilelab-harness").string();
+  ProcessResult r = run_process({trusted, path.string(), "--", (dir.path() / "no-such-launcher").string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("the launcher did not start"), std::string::npos) << r.err;
+  r = run_process({trusted, path.string()}, 60);  // no launcher command at all
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+}
+
+// The service (core/harness_service.h) runs one relay's case file after
+// another with one CUDA context, answers each relay with the run's exit
+// status and what it printed, and ends when its standard input closes.
+// Without a GPU each run ends with no_device, as the one-shot harness does.
+TEST(HarnessService, ServesRunAfterRunThroughRelays) {
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path) << R"({"version":1,"part":"naive","result":")" << (dir.path() / "r.json").string()
+                      << R"(","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const auto tool = (build_dir() / "bin" / "tilelab-harness").string();
+  const ExitCode expected = gpu_available() ? ExitCode::kOk : ExitCode::kNoDevice;
+  HarnessService service;
+  for (int run = 0; run < 2; ++run) {
+    const ProcessResult r =
+        run_process({tool, "--via", service.socket().string(), path.string(), "--", naive_harness().string()}, 60);
+    EXPECT_EQ(r.exit_code, to_int(expected)) << r.err;
+    if (expected == ExitCode::kNoDevice) EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  }
+  ProcessResult r =
+      run_process({tool, "--via", service.socket().string(), path.string(), "--", (dir.path() / "none").string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("the launcher did not start"), std::string::npos) << r.err;
+  r = run_process({tool, "--via", service.socket().string(), (dir.path() / "missing.json").string(), "--",
+                   naive_harness().string()},
+                  60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kBadCaseFile)) << r.err;
+  // Still serving after those.
+  r = run_process({tool, "--via", service.socket().string(), path.string(), "--", naive_harness().string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(expected)) << r.err;
+  EXPECT_EQ(service.stop(), 0);
+  EXPECT_FALSE(std::filesystem::exists(service.socket()));
+}
+
+TEST(HarnessService, ARelayWithNoServiceIsAUsageError) {
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path)
+      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const ProcessResult r =
+      run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via", (dir.path() / "no-socket").string(),
+                   path.string(), "--", naive_harness().string()},
+                  60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("cannot reach the harness service"), std::string::npos) << r.err;
+}
+
+// A relay stopped from outside (the grader's time limit kills its process
+// group) takes the service down with it: the service may not write anything
+// of that run after whoever stopped it has read the result.
+TEST(HarnessService, EndsWhenARunIsStoppedFromOutside) {
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path) << R"({"version":1,"part":"naive","result":")" << (dir.path() / "r.json").string()
+                      << R"(","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  HarnessService service;
+  // A "launcher" that never answers: sh runs `sleep 30` with the serve arguments as $0...
+  const ProcessResult r = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via",
+                                       service.socket().string(), path.string(), "--", "/bin/sh", "-c", "sleep 30"},
+                                      1.0);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(service.stop(), to_int(ExitCode::kEarlyExit));
+}
+
+// Messages: a 4-byte length and JSON. What the launcher's process sends is
+// untrusted: too long, not JSON, not an object, or cut short is refused.
+TEST(LauncherProtocol, MessagesCrossAPipeAndAnythingElseIsRefused) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_TRUE(send_message(fds[1], {{"op", "describe"}, {"n", 3}}));
+  EXPECT_EQ(receive_message(fds[0]), json({{"op", "describe"}, {"n", 3}}));
+
+  const uint32_t huge = kMaxMessageBytes + 1;
+  ASSERT_EQ(write(fds[1], &huge, 4), 4);
+  EXPECT_THROW(receive_message(fds[0]), ProtocolError);
+  for (const std::string text : {std::string("not json"), std::string("[1, 2]")}) {
+    const uint32_t size = static_cast<uint32_t>(text.size());
+    ASSERT_EQ(write(fds[1], &size, 4), 4);
+    ASSERT_EQ(write(fds[1], text.data(), size), static_cast<ssize_t>(size));
+    EXPECT_THROW(receive_message(fds[0]), ProtocolError) << text;
+  }
+  const uint32_t promised = 100;
+  ASSERT_EQ(write(fds[1], &promised, 4), 4);
+  ASSERT_EQ(write(fds[1], "{}", 2), 2);
+  close(fds[1]);  // the sender is gone after 2 of 100 bytes
+  EXPECT_THROW(receive_message(fds[0]), ProtocolError);
+  close(fds[0]);
+}
+
+TEST(LauncherProtocol, AnInvocationCrossesTheWireAndAForgedOneDoesNot) {
+  Invocation call;
+  call.window = 7;
+  call.launch_error = cudaErrorInvalidConfiguration;
+  call.event_ms = 14.95;
+  call.account.calls = {{"cudaLaunchKernel_v7000", 1}};
+  call.account.host_cpu_ms = 0.02;
+  KernelLaunch k;
+  k.name = "tiledKernel(float const*, float const*, float*, int)";
+  k.grid = {128, 128, 1};
+  k.block = {32, 32, 1};
+  k.static_shared_bytes = 8192;
+  k.start_ns = 1000;
+  k.end_ns = 14951000;
+  call.record.kernels = {k};
+  call.record.memory = {MemoryOperation{"DtoH", 4096, 10, 20, "cudaMemcpy2DAsync_v3020"}};
+  call.api_outside = {{"cuMemHostRegister_v2", 1}};
+
+  const json wire = invocation_to_wire(call);
+  const Invocation back = invocation_from_wire(wire);
+  EXPECT_EQ(back.window, 7u);
+  EXPECT_EQ(back.launch_error, cudaErrorInvalidConfiguration);
+  EXPECT_EQ(back.account.calls, call.account.calls);
+  EXPECT_EQ(back.api_outside, call.api_outside);
+  ASSERT_EQ(back.record.kernels.size(), 1u);
+  EXPECT_EQ(back.record.kernels[0].name, k.name);
+  EXPECT_EQ(back.record.kernels[0].block, k.block);
+  EXPECT_DOUBLE_EQ(back.record.kernels[0].duration_ms(), 14.95);
+  EXPECT_EQ(back.record.memory.at(0).api, "cudaMemcpy2DAsync_v3020");
+
+  json ends_first = wire;
+  ends_first["kernels"][0]["end_ns"] = 0;
+  EXPECT_THROW(invocation_from_wire(ends_first), ProtocolError);
+  json wrong_type = wire;
+  wrong_type["kernels"][0]["grid"] = "big";
+  EXPECT_THROW(invocation_from_wire(wrong_type), ProtocolError);
+  json missing = wire;
+  missing.erase("api_calls");
+  EXPECT_THROW(invocation_from_wire(missing), ProtocolError);
+}
+
+TEST(LauncherProtocol, IpcHandlesTravelAsHex) {
+  unsigned char handle[64], back[64];
+  for (int i = 0; i < 64; ++i) handle[i] = static_cast<unsigned char>(i * 37);
+  const std::string hex = to_hex(handle, sizeof handle);
+  ASSERT_EQ(hex.size(), 128u);
+  ASSERT_TRUE(from_hex(hex, back, sizeof back));
+  EXPECT_EQ(std::memcmp(handle, back, 64), 0);
+  EXPECT_FALSE(from_hex(hex.substr(2), back, sizeof back));
+  EXPECT_FALSE(from_hex(std::string(128, 'g'), back, sizeof back));
 }
 
 }  // namespace

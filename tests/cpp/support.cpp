@@ -89,8 +89,48 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   return r;
 }
 
+HarnessService::HarnessService() : socket_(dir_.path() / "s") {
+  int in[2];
+  if (pipe(in) != 0) throw std::runtime_error("pipe failed");
+  const std::string tool = (build_dir() / "bin" / "tilelab-harness").string();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    close(in[0]);
+    close(in[1]);
+    execl(tool.c_str(), tool.c_str(), "--serve-jobs", socket_.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  pid_ = pid;
+  stdin_ = in[1];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::filesystem::exists(socket_)) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_ || std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("tilelab-harness --serve-jobs did not start");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+int HarnessService::stop() {
+  if (pid_ < 0) return -1;
+  close(stdin_);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+HarnessService::~HarnessService() {
+  stop();
+}
+
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
-                       double timeout_s) {
+                       double timeout_s, bool trusted, const HarnessService* service) {
+  std::filesystem::create_directories(dir);
   cases.result = dir / "result.json";
   for (CaseSpec& c : cases.cases) {
     if (c.output.empty() && !c.timing) c.output = dir / (c.name + ".P.f32");
@@ -98,7 +138,16 @@ HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, con
   cases.path = dir / "cases.json";
   write_json_file(cases.path, case_file_to_json(cases));
   HarnessRun run;
-  run.process = run_process({harness.string(), cases.path.string()}, timeout_s);
+  // Only trusted runs need the build tree: the part tests run without TILELAB_BUILD_DIR.
+  auto tool = [] { return (build_dir() / "bin" / "tilelab-harness").string(); };
+  if (service != nullptr) {
+    run.process = run_process(
+        {tool(), "--via", service->socket().string(), cases.path.string(), "--", harness.string()}, timeout_s);
+  } else if (trusted) {
+    run.process = run_process({tool(), cases.path.string(), "--", harness.string()}, timeout_s);
+  } else {
+    run.process = run_process({harness.string(), cases.path.string()}, timeout_s);
+  }
   if (std::filesystem::exists(cases.result)) {
     try {
       run.result = read_json_file(cases.result);

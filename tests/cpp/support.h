@@ -51,10 +51,31 @@ struct HarnessRun {
   CaseFile cases;                        // the case file as written (paths resolved)
 };
 
+// tilelab-harness --serve-jobs (core/harness_service.h) for as long as this
+// lives, on a socket in a folder of its own.
+class HarnessService {
+ public:
+  HarnessService();  // returns once it listens
+  ~HarnessService();
+  HarnessService(const HarnessService&) = delete;
+  HarnessService& operator=(const HarnessService&) = delete;
+  const std::filesystem::path& socket() const { return socket_; }
+  // Closes its standard input and waits: its exit status (-1 if it was killed).
+  int stop();
+
+ private:
+  TempDir dir_;
+  std::filesystem::path socket_;
+  int pid_ = -1;
+  int stdin_ = -1;
+};
+
 // Writes `cases` and runs the harness on it. The result file, and the output
-// file of every case without timing, are placed in `dir`.
+// file of every case without timing, are placed in `dir`. With `trusted`,
+// tilelab-harness runs the cases and `harness` serves only its launcher:
+// one-shot, or through `service` (tilelab-harness --via) when given.
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
-                       double timeout_s = 300);
+                       double timeout_s = 300, bool trusted = false, const HarnessService* service = nullptr);
 
 // A generated-input case with an output file; props and timing left empty.
 CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed,

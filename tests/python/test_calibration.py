@@ -142,11 +142,14 @@ def test_the_cache_keeps_a_calibration_per_gpu(tmp_path, monkeypatch):
 
 
 def _fake_build(tmp_path: Path, assignment) -> Path:
-    """A build tree's reference executables as files (the fingerprint reads their bytes; nothing runs them)."""
+    """A build tree's reference executables and trusted harness as files (the
+    fingerprint reads their bytes; nothing runs them)."""
     build = tmp_path / "build"
     (build / calibration.REFERENCE_DIR).mkdir(parents=True)
     for name in [p.id for p in assignment.parts] + ["cublas"]:
         (build / calibration.REFERENCE_DIR / name).write_bytes(f"reference {name} v1".encode())
+    (build / "bin").mkdir()
+    (build / "bin" / "tilelab-harness").write_bytes(b"trusted harness v1")
     return build
 
 
@@ -168,6 +171,10 @@ def test_the_fingerprint_changes_with_a_reference_the_assignment_or_the_driver(t
     # cuBLAS behind the harness is timed too (the challenge is scored against it): a new build of it counts.
     (build / calibration.REFERENCE_DIR / "cublas").write_bytes(b"reference cublas v2")
     assert calibration.fingerprint(build, assignment, H100_DEVICE) != second
+    third = calibration.fingerprint(build, assignment, H100_DEVICE)
+    # The trusted harness's clock is what the references are timed by: a new build of it counts too.
+    (build / "bin" / "tilelab-harness").write_bytes(b"trusted harness v2")
+    assert calibration.fingerprint(build, assignment, H100_DEVICE) != third
     (build / calibration.REFERENCE_DIR / "cublas").unlink()
     assert not calibration.has_references(build, assignment)
     (build / calibration.REFERENCE_DIR / "naive").unlink()

@@ -59,6 +59,20 @@ def test_speed_target_is_a_share_of_the_reference_and_keeps_the_roofline():
         reference_target(h100, 4096, 4096, 4096, 0.0, rule)
 
 
+def test_a_trusted_clock_is_scored_as_it_is():
+    """tilelab-harness timing the tiled reference at 4096 with its launcher in
+    a child (tests/bench/process_split_bench.cu, H100, 2026-11-23): 14.952 ms
+    against 14.946 ms of events in-process. The child's kernel span cannot
+    shorten it, and one longer than the trusted clock is flagged."""
+    from tilelab.grading.scoring import scored_time
+    trusted = {"clock": "trusted", "median_wall_ms": 14.952, "median_event_ms": 7.0, "median_cupti_span_ms": 14.940}
+    assert (scored_time(trusted).ms, scored_time(trusted).flags) == (14.952, [])
+    forged = dict(trusted, median_cupti_span_ms=20.0)
+    assert scored_time(forged).ms == 14.952 and "cannot be right" in scored_time(forged).flags[0]
+    in_process = {"median_event_ms": 14.951, "median_cupti_span_ms": 14.944, "median_wall_ms": 14.960}
+    assert scored_time(in_process).ms == 14.951  # the harness's own tests: events, as before
+
+
 def test_scoring_time_prefers_the_longest_honest_clock():
     honest = scoring_time(14.951, 14.944, 14.960)
     assert honest.ms == 14.951 and honest.flags == []
@@ -443,6 +457,21 @@ def test_process_run_stops_when_another_thread_calls_it_off():
     done = process.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=60, cancel=cancel)
     assert done.stopped == process.CANCELLED and not done.timed_out and done.exit_code is None
     assert done.seconds < 10
+
+
+def test_process_run_puts_a_trusted_program_in_front_of_the_sandbox():
+    """tilelab-harness runs outside the sandbox and starts the part's
+    launcher inside it: process.run's `outside` goes before the sandbox's
+    prefix (prlimit here: no sandbox user without root)."""
+    from tilelab.system.sandbox import Sandbox
+    show = "import sys, resource; print(sys.argv[1:], resource.getrlimit(resource.RLIMIT_NPROC)[0])"
+    done = process.run(["sh", "-c", f"{sys.executable} -c '{show}' inside; echo launcher ran"], timeout_s=30,
+                       sandbox=Sandbox(), outside=[sys.executable, "-c", "import os, sys; "
+                                                   "print('trusted', sys.argv[1], flush=True); os.execvp(sys.argv[2], sys.argv[2:])",
+                                                   "case.json"])
+    lines = done.stdout.splitlines()
+    assert done.exit_code == 0 and lines[0] == "trusted case.json" and lines[-1] == "launcher ran"
+    assert lines[1] == f"['inside'] {Sandbox().limits.processes}"  # the launcher got the sandbox's limits
 
 
 def test_only_endings_a_part_cannot_account_for_are_run_again_alone():

@@ -1,17 +1,17 @@
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "api_recorder.h"
 #include "case_file.h"
 #include "device_ops.h"
 #include "guard.h"
 #include "harness.h"
-#include "invoke.h"
 #include "json_io.h"
-#include "launch_recorder.h"
+#include "launcher.h"
+#include "launcher_server.h"
 #include "process_guard.h"
 #include "reference.h"
 #include "tilelab/part.h"
@@ -52,7 +52,7 @@ json device_json(const cudaDeviceProp& p) {
 
 [[noreturn]] void fail(ExitCode code, const std::string& message) {
   std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", message.c_str(), to_int(code), exit_code_info(code).name);
-  end_process(code);
+  throw HarnessExit{code};
 }
 
 // The result document, rewritten after every case: if the process dies in
@@ -76,7 +76,7 @@ class ResultWriter {
 };
 
 // Checks, before any case runs, that every case fits this part's launcher.
-void validate_cases(const CaseFile& file, const PartBinding& part) {
+void validate_cases(const CaseFile& file, const PartInfo& part) {
   if (file.part != part.part_id) {
     fail(ExitCode::kBadCaseFile,
          "the case file is for part \"" + file.part + "\" but this harness runs part \"" + part.part_id + "\"");
@@ -137,7 +137,8 @@ CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, b
   return out;
 }
 
-CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBinding& part, const cudaDeviceProp& real) {
+CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& real) {
+  const PartInfo& part = launcher.part();
   CaseOutcome out;
   out.result = {{"name", spec.name}, {"j", spec.j}, {"k", spec.k}, {"l", spec.l}};
   const uint64_t m_count = uint64_t(spec.j) * spec.k;
@@ -146,6 +147,7 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBindi
   const uint64_t guard = static_cast<uint64_t>(file.guard_elements);
 
   DeviceBuffer<float> M(m_count), N(n_count), m_before(m_count), n_before(n_count);
+  const SharedWith share_m(launcher, M.get(), M.bytes()), share_n(launcher, N.get(), N.bytes());
   if (spec.inputs.from_files) {
     try {
       const std::vector<float> m = read_matrix_file(spec.inputs.m_path, m_count);
@@ -166,6 +168,7 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBindi
   // P sits between two guard regions; it starts as poison so that an element
   // the part never writes is told apart from any value it could compute.
   DeviceBuffer<uint32_t> region(p_count + 2 * guard);
+  const SharedWith share_p(launcher, region.get(), region.bytes());
   uint32_t* p_words = region.get() + guard;
   fill_bits(region.get(), region.size(), file.guard_bits);
   fill_bits(p_words, p_count, file.poison_bits);
@@ -179,32 +182,32 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBindi
         {"maxThreadsDim", {given.maxThreadsDim[0], given.maxThreadsDim[1], given.maxThreadsDim[2]}}};
   }
   TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
-  LaunchRecorder::flush();
-  LaunchRecorder::clear();
 
   const LaunchArgs args{M.get(), N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k, spec.l, &given};
-  const Invocation inv = invoke_launcher(part, args);
+  const Invocation inv = launcher.invoke(args);
   out.result["event_ms"] = inv.event_ms;
   out.result["wall_ms"] = inv.wall_ms;
 
   std::string message;
   const ExitCode call_code = invocation_status(inv, &message);
-  LaunchRecorder::flush();
-  const WindowRecord record = LaunchRecorder::take(inv.window);
+  const WindowRecord& record = inv.record;
   json launches = json::array(), memory = json::array(), outside = json::array();
   for (const KernelLaunch& k : record.kernels) launches.push_back(to_json(k));
   for (const MemoryOperation& m : record.memory) memory.push_back(to_json(m));
-  for (const KernelLaunch& k : LaunchRecorder::take_unattributed()) outside.push_back(to_json(k));
+  for (const KernelLaunch& k : inv.outside) outside.push_back(to_json(k));
   out.result["launches"] = launches;
   out.result["memory_operations"] = memory;
   out.result["launches_outside_call"] = outside;
-  out.result["launches_recorded"] = LaunchRecorder::active();
-  out.result["api_recorded"] = ApiRecorder::active();
+  out.result["launches_recorded"] = launcher.records_launches();
+  out.result["api_recorded"] = launcher.records_launches();
   out.result["api_calls"] = inv.account.calls;
-  out.result["api_calls_outside_call"] = ApiRecorder::take_outside();
+  out.result["api_calls_outside_call"] = inv.api_outside;
   out.result["host_cpu_ms"] = inv.account.host_cpu_ms;
   out.result["cuda_cpu_ms"] = inv.account.cuda_cpu_ms;
-  if (call_code == ExitCode::kKernelFault) return finish(std::move(out), call_code, message, true);
+  // A fault, or the launcher's process gone: nothing more can run.
+  if (call_code == ExitCode::kKernelFault || inv.ended != ExitCode::kOk) {
+    return finish(std::move(out), call_code, message, true);
+  }
 
   std::vector<uint32_t> host_region(region.size());
   TILELAB_CUDA_CHECK(cudaMemcpy(host_region.data(), region.get(), region.bytes(), cudaMemcpyDeviceToHost));
@@ -222,12 +225,12 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBindi
     }
   }
   if (call_code != ExitCode::kOk) return finish(std::move(out), call_code, message, false);
-  if (LaunchRecorder::active() && record.kernels.empty()) {
+  if (launcher.records_launches() && record.kernels.empty()) {
     return finish(std::move(out), ExitCode::kNoKernel,
                   std::string(part.launcher) + " returned without launching a kernel", false);
   }
   if (spec.timing) {
-    TimingOutcome timing = run_timing(file, spec, part, given);
+    TimingOutcome timing = run_timing(file, spec, launcher, given);
     out.result["timing"] = std::move(timing.result);
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
   }
@@ -237,8 +240,18 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, const PartBindi
 void print_usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s CASE_FILE    run the cases of a case file (see grader/harness/core/case_file.h)\n"
-               "       %s --describe   print the part this harness runs, as JSON\n",
-               argv0, argv0);
+               "       %s --describe   print the part this harness runs, as JSON\n"
+               "       %s --serve CONTROL_FD REQUEST_FD REPLY_FD [--record]\n"
+               "                       run only the launcher, for tilelab-harness (launcher_server.h)\n",
+               argv0, argv0, argv0);
+}
+
+bool parse_fd(const char* text, int* fd) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < 0 || v > 1 << 20) return false;
+  *fd = static_cast<int>(v);
+  return true;
 }
 
 }  // namespace
@@ -249,53 +262,64 @@ int harness_main(int argc, char** argv, const PartBinding& part) {
     std::printf("%s\n", d.dump().c_str());
     end_process(ExitCode::kOk);
   }
+  int control = -1, requests = -1, replies = -1;
+  if ((argc == 5 || argc == 6) && std::strcmp(argv[1], "--serve") == 0 && parse_fd(argv[2], &control) &&
+      parse_fd(argv[3], &requests) && parse_fd(argv[4], &replies) &&
+      (argc == 5 || std::strcmp(argv[5], "--record") == 0)) {
+    serve_launcher(part, control, requests, replies, argc == 6);
+  }
   if (argc != 2 || argv[1][0] == '-') {
     print_usage(argv[0]);
     end_process(ExitCode::kUsage);
   }
   install_signal_guards();
 
-  CaseFile file;
   try {
-    file = load_case_file(argv[1]);
-  } catch (const CaseFileError& e) {
-    fail(ExitCode::kBadCaseFile, e.what());
+    CaseFile file;
+    try {
+      file = load_case_file(argv[1]);
+    } catch (const CaseFileError& e) {
+      fail(ExitCode::kBadCaseFile, e.what());
+    }
+    InProcessLauncher launcher(part, file.record_launches);
+    install_exit_guard();
+    end_process(run_case_file(file, launcher));
+  } catch (const HarnessExit& e) {
+    end_process(e.code);
   }
-  validate_cases(file, part);
-  // CUPTI is set up before the first CUDA call creates a context. If that
-  // fails, a missing GPU is the likelier reason, and the one to report.
-  std::string profiler_error = file.record_launches ? LaunchRecorder::start() : std::string();
-  if (file.record_launches && profiler_error.empty()) profiler_error = ApiRecorder::start();
+}
+
+ExitCode run_case_file(const CaseFile& file, Launcher& launcher) {
+  validate_cases(file, launcher.part());
   int devices = 0;
   const cudaError_t count_error = cudaGetDeviceCount(&devices);
   if (count_error != cudaSuccess || devices == 0) {
     fail(ExitCode::kNoDevice, std::string("no CUDA device: ") +
                                   (count_error != cudaSuccess ? cudaGetErrorString(count_error) : "none found"));
   }
-  if (!profiler_error.empty()) fail(ExitCode::kProfilerError, "cannot record kernel launches: " + profiler_error);
-  // The harness has made no context yet: one that exists was made by the
-  // part file's code before main() (a global constructor), out of the
-  // recorders' sight. Recorded for the grader; checked only where recording.
-  const bool context_before = file.record_launches && cuda_context_before_harness();
+  std::string startup_message;
+  const ExitCode startup = launcher.startup_error(&startup_message);
+  if (startup != ExitCode::kOk) fail(startup, startup_message);
   cudaDeviceProp real;
   TILELAB_CUDA_CHECK(cudaGetDeviceProperties(&real, 0));
   validate_props(file, real);
 
+  const PartInfo& part = launcher.part();
   ResultWriter writer(file.result, {{"version", 1},
                                     {"part", part.part_id},
                                     {"launcher", part.launcher},
                                     {"signature", signature_name(part.signature)},
                                     {"device", device_json(real)},
-                                    {"cuda_in_use_at_start", context_before},
+                                    {"launcher_process", launcher.trusted_clock()},
+                                    {"cuda_in_use_at_start", launcher.cuda_in_use_at_start()},
                                     {"state", "running"},
                                     {"current_case", nullptr},
                                     {"cases", json::array()}});
-  install_exit_guard();
   ExitCode first_failure = ExitCode::kOk;
   for (const CaseSpec& spec : file.cases) {
     writer.doc()["current_case"] = spec.name;
     writer.write();
-    CaseOutcome out = run_case(file, spec, part, real);
+    CaseOutcome out = run_case(file, spec, launcher, real);
     if (first_failure == ExitCode::kOk) first_failure = out.code;
     if (out.code != ExitCode::kOk) {
       std::fprintf(stderr, "tilelab: case %s: %s [%s]\n", spec.name.c_str(),
@@ -308,7 +332,7 @@ int harness_main(int argc, char** argv, const PartBinding& part) {
   writer.doc()["state"] = "finished";
   writer.doc()["exit_code"] = to_int(first_failure);
   writer.write();
-  end_process(first_failure);
+  return first_failure;
 }
 
 }  // namespace tilelab

@@ -12,6 +12,8 @@
 
 #include <cuda_runtime.h>
 
+#include "tilelab/exit_codes.h"
+
 namespace tilelab {
 
 enum class Signature {
@@ -38,5 +40,19 @@ struct PartBinding {
 };
 
 int harness_main(int argc, char** argv, const PartBinding& part);
+
+struct CaseFile;
+class Launcher;
+
+// The harness cannot go on (a bad case file, no device, a result it cannot
+// write): the message is printed, and the run ends with `code`.
+struct HarnessExit {
+  ExitCode code;
+};
+
+// Runs every case of `file` through `launcher` and writes the result JSON:
+// the in-process harness and tilelab-harness alike. Returns the exit status
+// of the run (the first failing case's); throws HarnessExit.
+ExitCode run_case_file(const CaseFile& file, Launcher& launcher);
 
 }  // namespace tilelab

@@ -2,18 +2,50 @@
 
 #include "invoke.h"
 #include "launch_recorder.h"
+#include "launcher.h"
 #include "tilelab/part.h"
 
 namespace tilelab {
 
-Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
+namespace {
+
+// The events around every call, made once: with the recorders on, making
+// two events costs microseconds of API calls, and in a launcher process
+// that time would fall inside the trusted clock (which starts before the
+// launcher's process has begun the call), not only outside the events.
+struct CallEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+};
+
+const CallEvents& call_events() {
+  static const CallEvents events = [] {
+    CallEvents e;
+    TILELAB_CUDA_CHECK(cudaEventCreate(&e.start));
+    TILELAB_CUDA_CHECK(cudaEventCreate(&e.stop));
+    return e;
+  }();
+  return events;
+}
+
+}  // namespace
+
+void make_call_events() {
+  call_events();
+}
+
+void prepare_call() {
+  // The harness's own work before the call (inputs, poison, L2 flush) is not the launcher's.
+  LaunchRecorder::clear();
+}
+
+Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, const std::function<void()>& when_idle,
+                           bool take_records) {
   Invocation call;
-  cudaEvent_t start, stop;
-  TILELAB_CUDA_CHECK(cudaEventCreate(&start));
-  TILELAB_CUDA_CHECK(cudaEventCreate(&stop));
+  const cudaEvent_t start = call_events().start, stop = call_events().stop;
 
   const bool account = ApiRecorder::active();
-  call.window = LaunchRecorder::open_window();
+  const uint64_t window = LaunchRecorder::open_window();
+  call.window = window;
   if (account) ApiRecorder::begin_call();
   const auto t0 = std::chrono::steady_clock::now();
   TILELAB_CUDA_CHECK(cudaEventRecord(start, 0));
@@ -27,6 +59,7 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
   call.launch_error = cudaGetLastError();
   call.run_error = cudaDeviceSynchronize();
   const auto t1 = std::chrono::steady_clock::now();
+  if (when_idle) when_idle();
   call.wall_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   if (account) call.account = ApiRecorder::end_call();
 
@@ -36,12 +69,20 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args) {
   } else if (call.run_error == cudaSuccess) {
     call.run_error = record_error;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  if (take_records && LaunchRecorder::active()) {
+    LaunchRecorder::flush();
+    call.record = LaunchRecorder::take(window);
+    call.outside = LaunchRecorder::take_unattributed();
+  }
+  if (account) call.api_outside = ApiRecorder::take_outside();
   return call;
 }
 
 ExitCode invocation_status(const Invocation& call, std::string* message) {
+  if (call.ended != ExitCode::kOk) {
+    *message = call.ended_message;
+    return call.ended;
+  }
   // A fault is sticky: it can surface from the launcher's own calls (the
   // launch error) or from the synchronize. Either way the context is lost.
   const cudaError_t fault =
@@ -56,6 +97,45 @@ ExitCode invocation_status(const Invocation& call, std::string* message) {
     return ExitCode::kLaunchError;
   }
   return ExitCode::kOk;
+}
+
+InProcessLauncher::InProcessLauncher(const PartBinding& binding, bool record)
+    : binding_(binding), info_{binding.part_id, binding.launcher, binding.signature}, record_(record) {
+  // CUPTI is set up before the first CUDA call creates a context. If that
+  // fails, a missing GPU is the likelier reason, and the one to report.
+  std::string profiler_error = record_ ? LaunchRecorder::start() : std::string();
+  if (record_ && profiler_error.empty()) profiler_error = ApiRecorder::start();
+  int devices = 0;
+  const cudaError_t count_error = cudaGetDeviceCount(&devices);
+  if (count_error != cudaSuccess || devices == 0) {
+    error_ = ExitCode::kNoDevice;
+    error_message_ =
+        std::string("no CUDA device: ") + (count_error != cudaSuccess ? cudaGetErrorString(count_error) : "none found");
+  } else if (!profiler_error.empty()) {
+    error_ = ExitCode::kProfilerError;
+    error_message_ = "cannot record kernel launches: " + profiler_error;
+  } else {
+    // Nothing here has made a context yet: one that exists was made by the
+    // part file's code before main() (a global constructor), out of the
+    // recorders' sight. Checked only where recording.
+    context_before_ = record_ && cuda_context_before_harness();
+  }
+}
+
+std::vector<WindowRecord> take_window_records(const std::vector<uint64_t>& windows) {
+  LaunchRecorder::flush();
+  std::vector<WindowRecord> out;
+  for (uint64_t w : windows) out.push_back(LaunchRecorder::take(w));
+  return out;
+}
+
+Invocation InProcessLauncher::invoke(const LaunchArgs& args, bool take_records) {
+  if (take_records) prepare_call();
+  return invoke_launcher(binding_, args, {}, take_records);
+}
+
+std::vector<WindowRecord> InProcessLauncher::take_records(const std::vector<uint64_t>& windows) {
+  return take_window_records(windows);
 }
 
 }  // namespace tilelab

@@ -1,7 +1,5 @@
 #include "launch_recorder.h"
 
-#include "api_recorder.h"
-
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -10,6 +8,8 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+
+#include "api_recorder.h"
 
 namespace tilelab {
 namespace {
@@ -66,10 +66,33 @@ const char* copy_kind_name(uint8_t kind) {
   }
 }
 
+// Buffers handed back by buffer_completed are kept and handed out again. The
+// harness flushes after every call, so CUPTI asks for a buffer in the next
+// one: a fresh 8 MB allocation would be paged in while that call is timed.
+struct BufferPool {
+  std::mutex mutex;
+  std::vector<uint8_t*> free;
+};
+
+BufferPool& pool() {
+  static BufferPool p;
+  return p;
+}
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
-  *size = *buffer != nullptr ? kBufferBytes : 0;
   *max_records = 0;
+  {
+    std::lock_guard<std::mutex> lock(pool().mutex);
+    if (!pool().free.empty()) {
+      *buffer = pool().free.back();
+      pool().free.pop_back();
+      *size = kBufferBytes;
+      return;
+    }
+  }
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
+  if (*buffer != nullptr) std::memset(*buffer, 0, kBufferBytes);  // paged in now, not while a call is timed
+  *size = *buffer != nullptr ? kBufferBytes : 0;
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_size) {
@@ -125,8 +148,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       default: break;
     }
   }
-  std::free(buffer);
   lock.unlock();
+  {
+    std::lock_guard<std::mutex> keep(pool().mutex);
+    pool().free.push_back(buffer);
+  }
   ApiRecorder::exclude_cpu_time(thread_cpu_ns() - cpu_at_start);
 }
 

@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "device_ops.h"
 #include "guard.h"
 #include "invoke.h"
 #include "json_io.h"
 #include "launch_recorder.h"
+#include "launcher.h"
 #include "tilelab/part.h"
 #include "timing.h"
 
@@ -37,8 +39,7 @@ struct TimedCall {
 
 }  // namespace
 
-TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartBinding& part,
-                         const cudaDeviceProp& given) {
+TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given) {
   const TimingSpec& t = *spec.timing;
   const uint64_t m_count = uint64_t(spec.j) * spec.k;
   const uint64_t n_count = uint64_t(spec.k) * spec.l;
@@ -48,6 +49,12 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
   std::vector<InputSet> sets;
   for (int s = 0; s < t.input_sets; ++s) sets.push_back({DeviceBuffer<float>(m_count), DeviceBuffer<float>(n_count)});
   DeviceBuffer<uint32_t> region(p_count + 2 * guard);
+  std::vector<std::unique_ptr<SharedWith>> shared;  // after the buffers: let go of before they are freed
+  for (const InputSet& set : sets) {
+    shared.push_back(std::make_unique<SharedWith>(launcher, set.M.get(), set.M.bytes()));
+    shared.push_back(std::make_unique<SharedWith>(launcher, set.N.get(), set.N.bytes()));
+  }
+  shared.push_back(std::make_unique<SharedWith>(launcher, region.get(), region.bytes()));
   uint32_t* p_words = region.get() + guard;
   fill_bits(region.get(), region.size(), file.guard_bits);
 
@@ -60,7 +67,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
 
   TimingOutcome out;
   std::vector<TimedCall> timed;
-  ApiCounts api_calls;  // over every call, warm-ups too
+  ApiCounts api_calls, api_outside;  // over every call, warm-ups too
   double warmup_host_cpu_ms = 0;
   int warmups = 0;
   const auto warmup_begin = std::chrono::steady_clock::now();
@@ -86,8 +93,10 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
 
     const LaunchArgs args{sets[s].M.get(), sets[s].N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k,
                           spec.l,          &given};
-    const Invocation inv = invoke_launcher(part, args);
+    // Records are taken once, after the last call: a flush between timed calls slows the next one.
+    const Invocation inv = launcher.invoke(args, false);
     for (const auto& [name, n] : inv.account.calls) api_calls[name] += n;
+    for (const auto& [name, n] : inv.api_outside) api_outside[name] += n;
     const ExitCode code = invocation_status(inv, &out.message);
     if (code != ExitCode::kOk) {
       out.code = code;
@@ -97,8 +106,6 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
     if (warming) {
       ++warmups;
       warmup_host_cpu_ms = std::max(warmup_host_cpu_ms, inv.account.host_cpu_ms);
-      LaunchRecorder::flush();
-      LaunchRecorder::take(inv.window);
       continue;
     }
     TimedCall tc;
@@ -116,11 +123,15 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
     timed.push_back(std::move(tc));
   }
 
-  LaunchRecorder::flush();
+  std::vector<uint64_t> windows;
+  for (const TimedCall& tc : timed) windows.push_back(tc.window);
+  const std::vector<WindowRecord> records =
+      out.code == ExitCode::kOk ? launcher.take_records(windows) : std::vector<WindowRecord>(timed.size());
   json calls = json::array();
   std::vector<double> event_ms, wall_ms, cupti_ms;
-  for (const TimedCall& tc : timed) {
-    const WindowRecord rec = LaunchRecorder::take(tc.window);
+  for (size_t i = 0; i < timed.size(); ++i) {
+    const TimedCall& tc = timed[i];
+    const WindowRecord& rec = records[i];
     uint64_t first = UINT64_MAX, last = 0;
     double kernel_ms = 0;
     for (const KernelLaunch& k : rec.kernels) {
@@ -162,7 +173,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartB
                 {"median_cupti_span_ms", median(cupti_ms)},
                 {"calls", calls},
                 {"api_calls", api_calls},
-                {"api_calls_outside_call", ApiRecorder::take_outside()},
+                {"api_calls_outside_call", api_outside},
+                {"clock", launcher.trusted_clock() ? "trusted" : "in_process"},
                 {"warmup_max_host_cpu_ms", warmup_host_cpu_ms}};
   if (!host_region.empty()) {
     out.result["guard"] = to_json(check_guards(host_region.data(), guard, p_count, file.guard_bits));

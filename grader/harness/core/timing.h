@@ -26,7 +26,7 @@ struct TimingOutcome {
   std::string message;
 };
 
-TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, const PartBinding& part,
-                         const cudaDeviceProp& given);
+class Launcher;
+TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given);
 
 }  // namespace tilelab

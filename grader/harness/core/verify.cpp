@@ -72,6 +72,7 @@ json verify_timing(const CaseFile& file, const CaseSpec& spec, const json& timin
               {"median_event_ms", event_ms},
               {"median_wall_ms", timing.at("median_wall_ms")},
               {"median_cupti_span_ms", timing.at("median_cupti_span_ms")},
+              {"clock", timing.value("clock", "in_process")},
               {"gflops", event_ms > 0 ? flop / (event_ms * 1e6) : 0.0},
               {"first_failure", first_failure}};
   if (timing.contains("guard") && !timing["guard"].at("intact").get<bool>()) {

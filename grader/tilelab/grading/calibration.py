@@ -36,14 +36,16 @@ from typing import Optional
 from ..spec.assignment import Assignment, Part
 from ..spec.matmul import intensity, matmul_flop
 from ..spec.reference_gpu import REFERENCE_GPU_PATH, published_gflops
+from ..system.paths import tool_path
 from ..system.sandbox import Sandbox
 from . import gpu_cache
 from .model import ESTIMATED_RULE, MEASURED_RULE
 from .runner import run_harness, verify, write_cases
-from .scoring import CUBLAS, gflops, scoring_time, speed_target
+from .scoring import CUBLAS, gflops, scored_time, speed_target
+from .trusted_harness import TrustedHarness
 
 # Bump when the way references are timed changes: older caches then measure again.
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2  # 2: timed by tilelab-harness's clock, the launcher in a process of its own
 REFERENCE_DIR = "reference"  # build/<this>/<part>: cmake/reference/CMakeLists.txt
 # A new calibration this far below the last one of the same GPU is not
 # believed: a throttled or shared GPU, a broken toolkit. Staff look first.
@@ -174,14 +176,16 @@ def fingerprint(build_dir: Path, assignment: Assignment, device: dict) -> str:
         "device": [device.get(k) for k in ("name", "compute_capability", "driver_version", "runtime_version")],
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
-    for name in _timed_names(assignment):
-        binary = reference_binary(build_dir, name)
+    # The trusted harness times them all: a new build of it counts too.
+    timed = [("the trusted harness", tool_path(build_dir, "tilelab-harness"))]
+    timed += [(f"the reference of {n}", reference_binary(build_dir, n)) for n in _timed_names(assignment)]
+    for what, binary in timed:
         try:
             with open(binary, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     digest.update(block)
         except OSError as e:
-            raise CalibrationError(f"cannot read the reference of {name} ({binary}: {e.strerror})") from None
+            raise CalibrationError(f"cannot read {what} ({binary}: {e.strerror})") from None
     return digest.hexdigest()
 
 
@@ -196,7 +200,9 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
     runs = assignment.speed.runs
     entries = [(f"{case.name}-run{r + 1}", case) for case in part.cases["timing"] for r in range(runs)]
     case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing, harness_id=name)
-    run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox)
+    # One-shot: calibration runs once per GPU, beside a grading's build.
+    one_shot = TrustedHarness(tool_path(build_dir, "tilelab-harness"), services=0)
+    run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox, trusted=one_shot)
     if run.timed_out or run.exit_code != 0:
         why = "took too long" if run.timed_out else f"ended with exit status {run.exit_code} (signal {run.signal})"
         raise CalibrationError(f"the reference of {name} {why} while it was timed: "
@@ -213,7 +219,7 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
                 raise CalibrationError(f"the reference of {name} computed wrong answers while timed at "
                                        f"{case.name}: {'; '.join(v['reasons'])}")
             t = v["timing"]
-            chosen = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
+            chosen = scored_time(t)
             measured.append(gflops(matmul_flop(case.j, case.k, case.l), chosen.ms))
         speeds.append(ReferenceSpeed(name, case.j, case.k, case.l, tuple(round(g, 1) for g in measured)))
     return speeds

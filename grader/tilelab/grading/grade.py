@@ -54,8 +54,9 @@ from .launch_checks import HOST_WORK_HINT, check_launches, check_timed_calls, la
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from .runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
 from .sanitizer import NOT_RUN_AFTER_TIMEOUT, run_sanitizer
-from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scoring_time
+from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scored_time
 from .static_checks import check_source
+from .trusted_harness import TrustedHarness
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
 CHECK_CACHE_DIR = "check-cache"  # under the build tree: the parts `check` built last (build_cache.py)
@@ -97,6 +98,7 @@ class GradeOptions:
     sandbox: Optional[Sandbox] = None  # default: sandbox_for_this_process() (another user when root)
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
     answers_only: bool = False  # grade answers.yaml and no part (the self-test's answers hand-ins)
+    trusted: Optional[TrustedHarness] = None  # set by grade(): the trusted harness of its runs
 
 
 @dataclass
@@ -155,99 +157,109 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     work = _work_dir(opt, sandbox)
     if opt.timing and parts:
         threading.Thread(target=_import_plotting, name="tilelab-plot-import", daemon=True).start()
-    clock_of = _PhaseClock(clock)
-    timed = clock_of.timed
-    notes: list = []
-    staff_notes: list = []
-    states = [_new_state(p, submission, sets) for p in parts]
+    logs = opt.out_dir / "staff" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    trusted = TrustedHarness(tool_path(opt.build_dir, "tilelab-harness"), log=logs / "harness-service.log")
+    if parts:
+        # Its CUDA context is made while the parts are checked and built.
+        threading.Thread(target=trusted.start_one, name="tilelab-harness-service", daemon=True).start()
+    opt = dataclasses.replace(opt, trusted=trusted)
+    try:
+        clock_of = _PhaseClock(clock)
+        timed = clock_of.timed
+        notes: list = []
+        staff_notes: list = []
+        states = [_new_state(p, submission, sets) for p in parts]
 
-    opt.progress("static checks")
-    with timed("static checks"):
-        for s in states:
-            found = check_source(s.source, s.part)
-            s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=found.hints)
-            if found.ok:
-                s.kernels = found.kernels
-            else:
-                s.skip_from("build", "not run: the static checks failed")
+        opt.progress("static checks")
+        with timed("static checks"):
+            for s in states:
+                found = check_source(s.source, s.part)
+                s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=found.hints)
+                if found.ok:
+                    s.kernels = found.kernels
+                else:
+                    s.skip_from("build", "not run: the static checks failed")
 
-    # The GPU is probed, and the speed targets found, while the parts build:
-    # neither waits for the other.
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        gpu_side = beside.submit(_gpu_and_targets, opt, assignment, roofline_tool, verify_tool, notes, staff_notes,
-                                 timed) if states else None
-        opt.progress("build")
-        with timed("build"):
-            _build(states, opt, assignment, work)
-        gpu, ceilings, basis = gpu_side.result() if gpu_side else (None, None, None)
+        # The GPU is probed, and the speed targets found, while the parts build:
+        # neither waits for the other.
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            gpu_side = beside.submit(_gpu_and_targets, opt, assignment, roofline_tool, verify_tool, notes, staff_notes,
+                                     timed) if states else None
+            opt.progress("build")
+            with timed("build"):
+                _build(states, opt, assignment, work)
+            gpu, ceilings, basis = gpu_side.result() if gpu_side else (None, None, None)
 
-    runnable = [s for s in states if s.binary is not None]
-    if gpu is None:
-        for s in runnable:
-            s.skip_from("correctness", NO_GPU)
-    else:
-        opt.progress("correctness" + (" and compute-sanitizer" if opt.sanitizers else ""))
-        codes = exit_codes(verify_tool)
-        with opt.gpu_lock.shared():
-            disturbed = _shared_gpu_runs(runnable, sets, seed, work, assignment, verify_tool, codes, opt, timed,
-                                         opt.jobs)
-        if disturbed:
-            # Crashed or could not start: perhaps starved by a run beside it
-            # (a fork bomb in another part, or in another hand-in of the
-            # batch, holds the sandbox user's process limit). Each such part
-            # is run again alone, with the GPU to itself, so nothing of
-            # anybody else runs beside it, and that run is its verdict.
-            opt.progress("running again alone: " + ", ".join(s.part.id for s in disturbed))
-            with timed("runs again alone"), opt.gpu_lock.exclusive():
-                for s in disturbed:
-                    _shared_gpu_runs([s], sets, seed, work, assignment, verify_tool, codes, opt, timed, 1)
-        if opt.timing and ceilings is None:
+        runnable = [s for s in states if s.binary is not None]
+        if gpu is None:
             for s in runnable:
-                s.skip_from("speed", NO_CEILINGS)
-        elif opt.timing and basis is None:
-            for s in runnable:
-                s.set("speed", "error", NO_TARGETS)
-        elif opt.timing:
-            opt.progress("speed")
-            with timed("speed"), opt.gpu_lock.exclusive():
+                s.skip_from("correctness", NO_GPU)
+        else:
+            opt.progress("correctness" + (" and compute-sanitizer" if opt.sanitizers else ""))
+            codes = exit_codes(verify_tool)
+            with opt.gpu_lock.shared():
+                disturbed = _shared_gpu_runs(runnable, sets, seed, work, assignment, verify_tool, codes, opt, timed,
+                                             opt.jobs)
+            if disturbed:
+                # Crashed or could not start: perhaps starved by a run beside it
+                # (a fork bomb in another part, or in another hand-in of the
+                # batch, holds the sandbox user's process limit). Each such part
+                # is run again alone, with the GPU to itself, so nothing of
+                # anybody else runs beside it, and that run is its verdict.
+                opt.progress("running again alone: " + ", ".join(s.part.id for s in disturbed))
+                with timed("runs again alone"), opt.gpu_lock.exclusive():
+                    for s in disturbed:
+                        _shared_gpu_runs([s], sets, seed, work, assignment, verify_tool, codes, opt, timed, 1)
+            if opt.timing and ceilings is None:
                 for s in runnable:
-                    _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox)
+                    s.skip_from("speed", NO_CEILINGS)
+            elif opt.timing and basis is None:
+                for s in runnable:
+                    s.set("speed", "error", NO_TARGETS)
+            elif opt.timing:
+                opt.progress("speed")
+                with timed("speed"), opt.gpu_lock.exclusive():
+                    for s in runnable:
+                        _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox, opt.trusted)
 
-    for s in states:
-        _name_the_students_file(s, opt.mode)
-        # anything still unset was skipped on purpose
-        s.skip_from(STAGES[0], "not run: switched off for this run" if gpu else NO_GPU)
-        for c in s.result.cases:
-            if not c.ran and c.reasons == ["not run"]:
-                c.reasons = [s.stage("correctness").summary]
-        _score(s)
+        for s in states:
+            _name_the_students_file(s, opt.mode)
+            # anything still unset was skipped on purpose
+            s.skip_from(STAGES[0], "not run: switched off for this run" if gpu else NO_GPU)
+            for c in s.result.cases:
+                if not c.ran and c.reasons == ["not run"]:
+                    c.reasons = [s.stage("correctness").summary]
+            _score(s)
 
-    answers = None
-    if assignment.questions:
-        opt.progress("questions")
-        with timed("questions"):
-            answers = _answers(submission, assignment, opt)
+        answers = None
+        if assignment.questions:
+            opt.progress("questions")
+            with timed("questions"):
+                answers = _answers(submission, assignment, opt)
 
-    if sandbox.switches_user:
-        shutil.rmtree(work, ignore_errors=True)
-    return GradeResult(
-        assignment=assignment.name,
-        mode=opt.mode,
-        submission=str(submission),
-        seed=seed,
-        gpu=gpu,
-        ceilings=ceilings.summary() if ceilings else None,
-        parts=[s.result for s in states],
-        started=started,
-        seconds=round(time.monotonic() - clock, 3),
-        timings=clock_of.timings(),
-        spans=clock_of.spans(),
-        notes=notes,
-        title=assignment.title,
-        answers=answers,
-        calibration=basis.summary(assignment, ceilings) if basis else None,
-        staff_notes=staff_notes,
-    )
+        if sandbox.switches_user:
+            shutil.rmtree(work, ignore_errors=True)
+        return GradeResult(
+            assignment=assignment.name,
+            mode=opt.mode,
+            submission=str(submission),
+            seed=seed,
+            gpu=gpu,
+            ceilings=ceilings.summary() if ceilings else None,
+            parts=[s.result for s in states],
+            started=started,
+            seconds=round(time.monotonic() - clock, 3),
+            timings=clock_of.timings(),
+            spans=clock_of.spans(),
+            notes=notes,
+            title=assignment.title,
+            answers=answers,
+            calibration=basis.summary(assignment, ceilings) if basis else None,
+            staff_notes=staff_notes,
+        )
+    finally:
+        trusted.close()
 
 
 def _import_plotting() -> None:
@@ -662,7 +674,7 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
             continue
         case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{set_name}"),
                                 seed + (7 if set_name == "hidden" else 0))
-        run = run_harness(s.binary, case_file, limit, opt.sandbox)
+        run = run_harness(s.binary, case_file, limit, opt.sandbox, trusted=opt.trusted)
         disturbed = disturbed or may_be_disturbed(run)
         _staff_log(opt, f"{s.part.id}-{set_name}", run)
         verdict = verify(verify_tool, case_file)
@@ -715,7 +727,8 @@ def _launch_checks(s: _Part) -> None:
 
 
 def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
-           basis: calibration.Calibration, sandbox: Sandbox) -> None:
+           basis: calibration.Calibration, sandbox: Sandbox, trusted: TrustedHarness) -> None:
+    """Times the part with tilelab-harness (`trusted`): its clock is the one scored."""
     if not s.cases_all_passed:
         s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
         return
@@ -726,7 +739,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
     case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
                             timing=assignment.timing)
     limit = assignment.grading["time_limits"]["speed"]
-    run = run_harness(s.binary, case_file, limit, sandbox)
+    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])
@@ -754,7 +767,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
             s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", run.seconds)
             return
         t = v["timing"]
-        choice = scoring_time(t["median_event_ms"], t["median_cupti_span_ms"], t["median_wall_ms"])
+        choice = scored_time(t)
         achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
         fraction = target.fraction(achieved)
         flags = list(choice.flags)

@@ -1,10 +1,12 @@
 """Running one part: write a case file, run its harness, judge the result.
 
-The harness (untrusted: it links a student's part file) runs through
-`process.run`: its own process group, a time limit, bounded capture of its
-output. The verdict comes from
-`tilelab-verify`, which links no student code; Python never parses the
-harness's human-readable output.
+The part's harness executable (untrusted: it links a student's part file)
+runs through `process.run`: its own process group, a time limit, bounded
+capture of its output. For correctness and timing it serves only the
+launcher, to tilelab-harness, which links no student code and measures what
+decides a score. The verdict comes from `tilelab-verify`, which links no
+student code either; Python never parses the harness's human-readable
+output.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     import threading
 
     from ..system.sandbox import Sandbox
+    from .trusted_harness import TrustedHarness
 from ..spec.assignment import Case, Part
 
 
@@ -77,17 +80,38 @@ def write_cases(
 
 
 def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
-                wrapper: Sequence = (), cancel: Optional["threading.Event"] = None) -> HarnessRun:
-    """Runs a harness on a case file; `wrapper` prefixes the command (compute-sanitizer).
-    The case file's directory becomes the run's own (see Sandbox.own), watched
-    for its disk quota, and is taken back before its results are read."""
-    run_dir = case_file.parent
-    result_path = run_dir / "result.json"
+                wrapper: Sequence = (), cancel: Optional["threading.Event"] = None,
+                trusted: Optional["TrustedHarness"] = None) -> HarnessRun:
+    """Runs a part's harness on a case file.
+
+    With `trusted` (trusted_harness.py), tilelab-harness runs the cases and
+    the part's executable serves only its launcher, in the sandbox, in a
+    folder of its own ("launcher", below the case file's): the case file,
+    the result and the outputs stay in the case file's folder, where the
+    sandbox user cannot write (docs/security.md). Without it the part's
+    executable runs the cases itself, in the sandbox, in the case file's
+    folder; `wrapper` prefixes its command (compute-sanitizer). Either way
+    the sandbox's folder is watched for its disk quota and taken back before
+    the results are read."""
+    work = case_file.parent
+    result_path = work / "result.json"
     if result_path.exists():
         result_path.unlink()
+    if trusted is None:
+        run_dir, command = work, [*wrapper, binary, case_file]
+    else:
+        run_dir, command = work / "launcher", [*wrapper, binary]
     sandbox.own(run_dir)
-    done = process.run([*wrapper, binary, case_file], timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir,
-                       cancel=cancel)
+    if trusted is not None and sandbox.switches_user:
+        work.chmod(0o711)  # the launcher passes through to its folder, and can list nothing here
+        case_file.chmod(0o600)
+    if trusted is None:
+        done = process.run(command, timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir, cancel=cancel)
+    else:
+        with trusted.prefix(case_file) as lease:
+            done = process.run(command, timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir, cancel=cancel,
+                               outside=lease.outside)
+            lease.ended(done)
     sandbox.reclaim(run_dir)
     result = None
     if result_path.exists():

@@ -6,10 +6,13 @@ its launch checks, a sanitizer or its timed calls loses them all: passing
 cases by accident does not make a racy or out-of-bounds kernel correct.
 
 Speed: only a part that passed everything earns speed points. The time used
-is the median CUDA-event time of the timed calls, unless another clock says
-the call took longer: the CUPTI kernel span (work left running after the end
-event) or the host's wall clock up to a device-wide synchronize (work hidden
-on another stream). The achieved GFLOP/s is compared with the part's
+is the median of the timed calls by the trusted harness's clock
+(tilelab-harness, which links no student code), from inputs ready to the
+launcher's process saying its work is done. Timed in-process (the
+harness's own tests), it is the median CUDA-event time, unless another
+clock says the call took longer: the CUPTI kernel span (work left running
+after the end event) or the host's wall clock up to a device-wide
+synchronize (work hidden on another stream). The achieved GFLOP/s is compared with the part's
 reference solution timed the same way on the same GPU (calibration.py):
 full credit from full_at x the reference's GFLOP/s, none at or below
 zero_at x it, linear in between (assignment.yaml: grading.speed). A part
@@ -133,6 +136,28 @@ def scoring_time(event_ms: float, cupti_ms: float, wall_ms: float) -> TimeChoice
                      "measured on the default stream (work on another stream?): scored by the wall clock")
         ms = wall_ms
     return TimeChoice(ms, flags)
+
+
+def trusted_time(wall_ms: float, cupti_ms: float) -> TimeChoice:
+    """The time of a call timed by tilelab-harness: its own clock, from the
+    inputs ready to the launcher's process saying the launcher returned and
+    its device work was done. The kernel span comes from the launcher's
+    process: it cannot make the time shorter, and a span longer than the
+    trusted clock cannot be right, so it is flagged for a TA."""
+    flags = []
+    if cupti_ms > SPAN_SLACK_FACTOR * wall_ms:
+        flags.append(f"the launcher's process reported kernels running {cupti_ms:.3f} ms, longer than the "
+                     f"{wall_ms:.3f} ms the trusted clock measured: its records cannot be right")
+    return TimeChoice(wall_ms, flags)
+
+
+def scored_time(timing: dict) -> TimeChoice:
+    """The time of a timing case as tilelab-verify reports it (`timing`):
+    the trusted clock where tilelab-harness timed it, the three clocks of
+    the in-process harness otherwise."""
+    if timing.get("clock") == "trusted":
+        return trusted_time(timing["median_wall_ms"], timing["median_cupti_span_ms"])
+    return scoring_time(timing["median_event_ms"], timing["median_cupti_span_ms"], timing["median_wall_ms"])
 
 
 def gflops(flop: float, ms: float) -> float:

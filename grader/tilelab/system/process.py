@@ -103,7 +103,7 @@ def clip_lines(lines: list, head: int, tail: int = 0) -> list:
     return lines[:head] + [f"[... {cut} {'more ' if not tail else ''}lines not shown ...]"] + lines[len(lines) - tail:]
 
 
-def _no_core_dumps() -> None:
+def no_core_dumps() -> None:
     # Runs in the child between fork and exec: core dumps of a CUDA process
     # can be gigabytes. (A sandbox sets its limits, file size included, with prlimit.)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -172,26 +172,34 @@ def run(
     sandbox: "Optional[Sandbox]" = None,
     watch_dir: Optional[Path] = None,
     cancel: Optional[threading.Event] = None,
+    outside: Sequence = (),
 ) -> Completed:
     """Runs argv in a process group of its own until it ends, `timeout_s`
     passes (timed_out), its watched folder outgrows the sandbox's limits, or
     `cancel` is set by another thread (stopped: "cancelled"). Whatever it
-    started is killed with it."""
+    started is killed with it. `outside`: a trusted program that runs argv
+    itself, put in front of the sandbox's prefix, so that only argv runs in
+    the sandbox (tilelab-harness and a part's launcher process)."""
     argv = [str(a) for a in argv]
     if sandbox is not None:
         argv = sandbox.wrap(argv)
         env = env if env is not None else sandbox.env(Path(cwd) if cwd else Path("/tmp"))
+    argv = [str(a) for a in outside] + argv
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=None if sandbox is not None else _no_core_dumps,
-    )
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=None if sandbox is not None and not outside else no_core_dumps,
+        )
+    except OSError as e:  # the program cannot be run at all: as a shell says it
+        message = f"cannot run {argv[0]}: {e.strerror}\n"
+        return Completed(127, None, False, time.monotonic() - start, "", message, 0, len(message))
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     timed_out = False
     stopped = None

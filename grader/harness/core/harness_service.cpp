@@ -1,0 +1,348 @@
+#include "harness_service.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+#include "case_file.h"
+#include "harness.h"
+#include "launcher_process.h"
+#include "launcher_protocol.h"
+#include "tilelab/exit_codes.h"
+
+namespace tilelab {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kJobDescriptors = 4;  // standard error, control block, requests, replies
+
+void report(const std::string& what, const std::string& message, ExitCode code) {
+  std::fprintf(stderr, "tilelab-harness: %s: %s [exit %d: %s]\n", what.c_str(), message.c_str(), to_int(code),
+               exit_code_info(code).name);
+}
+
+// Loads the case file, makes the launcher's process with `make` (told
+// whether the case file records launches) and runs the cases: what the
+// one-shot harness and the service do for each run.
+ExitCode run_with_launcher(
+    const std::string& case_file,
+    const std::function<std::unique_ptr<LauncherProcess>(bool record, std::string* error)>& make) {
+  CaseFile file;
+  try {
+    file = load_case_file(case_file);
+  } catch (const CaseFileError& e) {
+    std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
+                 exit_code_info(ExitCode::kBadCaseFile).name);
+    return ExitCode::kBadCaseFile;
+  }
+  std::string error;
+  const std::unique_ptr<LauncherProcess> launcher = make(file.record_launches, &error);
+  if (!launcher) {
+    report("cannot start the launcher", error, ExitCode::kUsage);
+    return ExitCode::kUsage;
+  }
+  if (launcher->part().part_id.empty()) {  // it never said what it runs: it did not start
+    launcher->startup_error(&error);
+    report("the launcher did not start", error, ExitCode::kUsage);
+    return ExitCode::kUsage;
+  }
+  try {
+    return run_case_file(file, *launcher);
+  } catch (const HarnessExit& e) {
+    return e.code;
+  }
+}
+
+// Passes `fds` with one byte; the message follows in the usual framing.
+bool send_with_descriptors(int sock, const json& message, const std::vector<int>& fds) {
+  char byte = 'F';
+  iovec iov{&byte, 1};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == 1 && send_message(sock, message);
+}
+
+// The descriptors and message send_with_descriptors sent; throws ProtocolError.
+json receive_with_descriptors(int sock, std::vector<int>* fds) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * kJobDescriptors));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) throw ProtocolError("no job");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds->push_back(fd);
+    }
+  }
+  if ((msg.msg_flags & MSG_CTRUNC) != 0) throw ProtocolError("too many descriptors");
+  return receive_message(sock);
+}
+
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  int r;
+  do {
+    r = poll(&p, 1, timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
+// The launcher's process as the service sees it: through its relay.
+class RelayWatch : public ProcessWatch {
+ public:
+  explicit RelayWatch(int conn) : conn_(conn) {}
+
+  bool ended(int* status) override {
+    while (!known_ && readable(conn_, 0)) take(read_news());
+    *status = status_;
+    return known_;
+  }
+
+  int stop() override {
+    int status = -1;
+    if (ended(&status)) return status;
+    if (!send_message(conn_, {{"kill", true}})) relay_gone();
+    while (!known_) take(read_news());
+    return status_;
+  }
+
+  int news_fd() const override { return conn_; }
+
+ private:
+  json read_news() {
+    try {
+      return receive_message(conn_);
+    } catch (const ProtocolError&) {
+      relay_gone();
+    }
+  }
+
+  void take(const json& news) {
+    const auto it = news.find("ended");
+    if (it != news.end() && it->is_number_integer()) {
+      status_ = it->get<int>();
+      known_ = true;
+    }
+  }
+
+  // Whoever started the run stopped it (its time limit) and will now read
+  // the result: nothing more may be written. The service ends with the run;
+  // the grader starts another for the next one.
+  [[noreturn]] static void relay_gone() {
+    std::fprintf(stderr, "tilelab-harness: a run was stopped from outside; the service ends with it\n");
+    std::fflush(stderr);
+    _exit(to_int(ExitCode::kEarlyExit));
+  }
+
+  int conn_;
+  bool known_ = false;
+  int status_ = -1;
+};
+
+void serve_one(int conn) {
+  std::vector<int> fds;
+  json job;
+  try {
+    job = receive_with_descriptors(conn, &fds);
+  } catch (const ProtocolError&) {
+    job = nullptr;
+  }
+  const auto it = job.is_object() ? job.find("case_file") : job.end();
+  if (fds.size() != kJobDescriptors || !job.is_object() || it == job.end() || !it->is_string()) {
+    for (int fd : fds) close(fd);
+    send_message(conn, {{"exit_code", to_int(ExitCode::kUsage)}});
+    return;
+  }
+  // What the harness prints during the run goes where the relay's own
+  // standard error goes: to whoever captures the run.
+  std::fflush(stderr);
+  const int own_stderr = dup(STDERR_FILENO);
+  dup2(fds[0], STDERR_FILENO);
+  close(fds[0]);
+  const LauncherChannels channels{fds[1], fds[2], fds[3]};
+  const ExitCode code = run_with_launcher(it->get<std::string>(), [&](bool record, std::string*) {
+    return LauncherProcess::attach(channels, std::make_unique<RelayWatch>(conn), record);
+  });
+  std::fflush(stderr);
+  dup2(own_stderr, STDERR_FILENO);
+  close(own_stderr);
+  send_message(conn, {{"exit_code", to_int(code)}});
+}
+
+int connect_to(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return -1;
+  if (connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int e = errno;
+    close(sock);
+    errno = e;
+    return -1;
+  }
+  return sock;
+}
+
+}  // namespace
+
+int run_once(const std::string& case_file, const std::vector<std::string>& command) {
+  return to_int(run_with_launcher(
+      case_file, [&](bool record, std::string* error) { return LauncherProcess::start(command, record, error); }));
+}
+
+int serve_jobs(const std::string& socket_path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof addr.sun_path) {
+    report("the socket path is too long", socket_path, ExitCode::kUsage);
+    return to_int(ExitCode::kUsage);
+  }
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0 || bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(listener, 64) != 0) {
+    report("cannot listen on " + socket_path, std::strerror(errno), ExitCode::kUsage);
+    return to_int(ExitCode::kUsage);
+  }
+  // The context is made now, while the grader builds: the first run does not wait for it.
+  cudaFree(nullptr);
+  for (;;) {
+    pollfd p[2] = {{listener, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[1].revents != 0) break;  // the grader is done with this service (or gone)
+    if (p[0].revents == 0) continue;
+    const int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (conn < 0) continue;
+    serve_one(conn);
+    close(conn);
+  }
+  close(listener);
+  unlink(socket_path.c_str());
+  return to_int(ExitCode::kOk);
+}
+
+int relay_job(const std::string& socket_path, const std::string& case_file, const std::vector<std::string>& command) {
+  bool record = true;
+  try {
+    record = load_case_file(case_file).record_launches;
+  } catch (const CaseFileError& e) {
+    std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
+                 exit_code_info(ExitCode::kBadCaseFile).name);
+    return to_int(ExitCode::kBadCaseFile);
+  }
+  const int conn = connect_to(socket_path);
+  if (conn < 0) {
+    report("cannot reach the harness service at " + socket_path, std::strerror(errno), ExitCode::kUsage);
+    return to_int(ExitCode::kUsage);
+  }
+  std::string error;
+  const std::optional<SpawnedLauncher> child = spawn_launcher(command, record, &error);
+  if (!child) {
+    report("cannot start the launcher", error, ExitCode::kUsage);
+    return to_int(ExitCode::kUsage);
+  }
+  const LauncherChannels& ch = child->channels;
+  const std::string absolute = std::filesystem::absolute(case_file).string();
+  const bool sent = send_with_descriptors(conn, {{"case_file", absolute}},
+                                          {STDERR_FILENO, ch.control_fd, ch.to_child, ch.from_child});
+  for (int fd : {ch.control_fd, ch.to_child, ch.from_child}) close(fd);  // the service holds them now
+
+  bool child_ended = false;
+  int status = -1;
+  auto reap = [&](bool wait) {
+    if (child_ended) return;
+    int got = 0;
+    const pid_t r = waitpid(child->pid, &got, wait ? 0 : WNOHANG);
+    if (r == 0) return;
+    child_ended = true;
+    status = r == child->pid ? got : -1;
+  };
+  auto kill_child = [&] {
+    if (!child_ended) kill(child->pid, SIGKILL);
+    reap(true);
+  };
+  if (!sent) {
+    kill_child();
+    report("cannot hand the run to the harness service", "it is gone", ExitCode::kCrash);
+    return to_int(ExitCode::kCrash);
+  }
+  bool told = false;
+  for (;;) {
+    reap(false);
+    if (child_ended && !told) {
+      send_message(conn, {{"ended", status}});  // a service that is gone is noticed below
+      told = true;
+    }
+    if (!readable(conn, child_ended ? -1 : 10)) continue;
+    json message;
+    try {
+      message = receive_message(conn);
+    } catch (const ProtocolError&) {
+      kill_child();
+      report("the harness service ended during the run", "see the grader's log", ExitCode::kCrash);
+      return to_int(ExitCode::kCrash);
+    }
+    if (message.contains("kill")) {
+      kill_child();
+      told = false;
+    } else if (message.contains("exit_code") && message["exit_code"].is_number_integer()) {
+      // The launcher was told to quit; give it a moment before it is made to.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (!child_ended && std::chrono::steady_clock::now() < deadline) {
+        reap(false);
+        if (!child_ended) usleep(1000);
+      }
+      kill_child();
+      const int code = message["exit_code"].get<int>();
+      return code >= 0 && code < 256 ? code : to_int(ExitCode::kUsage);
+    }
+  }
+}
+
+}  // namespace tilelab

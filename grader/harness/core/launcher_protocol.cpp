@@ -1,0 +1,191 @@
+#include "launcher_protocol.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tilelab {
+
+using nlohmann::json;
+
+namespace {
+
+bool write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool read_all(int fd, char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::read(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+template <typename T>
+T field(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end()) throw ProtocolError(std::string("missing \"") + key + "\"");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw ProtocolError(std::string("\"") + key + "\" has the wrong type");
+  }
+}
+
+json kernel_to_wire(const KernelLaunch& k) {
+  return {{"name", k.name},
+          {"grid", k.grid},
+          {"block", k.block},
+          {"static_shared_bytes", k.static_shared_bytes},
+          {"dynamic_shared_bytes", k.dynamic_shared_bytes},
+          {"registers_per_thread", k.registers_per_thread},
+          {"start_ns", k.start_ns},
+          {"end_ns", k.end_ns},
+          {"stream", k.stream}};
+}
+
+KernelLaunch kernel_from_wire(const json& j) {
+  KernelLaunch k;
+  k.name = field<std::string>(j, "name");
+  k.grid = field<std::array<int, 3>>(j, "grid");
+  k.block = field<std::array<int, 3>>(j, "block");
+  k.static_shared_bytes = field<int>(j, "static_shared_bytes");
+  k.dynamic_shared_bytes = field<int>(j, "dynamic_shared_bytes");
+  k.registers_per_thread = field<int>(j, "registers_per_thread");
+  k.start_ns = field<uint64_t>(j, "start_ns");
+  k.end_ns = field<uint64_t>(j, "end_ns");
+  k.stream = field<uint32_t>(j, "stream");
+  if (k.end_ns < k.start_ns) throw ProtocolError("a kernel ended before it started");
+  return k;
+}
+
+template <typename T, typename F>
+std::vector<T> list_from_wire(const json& j, const char* key, F each) {
+  std::vector<T> out;
+  for (const json& item : field<json>(j, key)) out.push_back(each(item));
+  return out;
+}
+
+}  // namespace
+
+bool send_message(int fd, const json& message) {
+  const std::string text = message.dump();
+  if (text.size() > kMaxMessageBytes) return false;
+  const uint32_t size = static_cast<uint32_t>(text.size());
+  char header[4];
+  std::memcpy(header, &size, 4);
+  return write_all(fd, header, 4) && write_all(fd, text.data(), text.size());
+}
+
+json receive_message(int fd) {
+  char header[4];
+  if (!read_all(fd, header, 4)) throw ProtocolError("the other side is gone");
+  uint32_t size = 0;
+  std::memcpy(&size, header, 4);
+  if (size > kMaxMessageBytes) throw ProtocolError("a message of " + std::to_string(size) + " bytes");
+  std::string text(size, '\0');
+  if (!read_all(fd, text.data(), size)) throw ProtocolError("the other side is gone");
+  try {
+    json message = json::parse(text);
+    if (!message.is_object()) throw ProtocolError("a message that is not a JSON object");
+    return message;
+  } catch (const json::parse_error&) {
+    throw ProtocolError("a message that is not JSON");
+  }
+}
+
+std::string to_hex(const void* bytes, size_t size) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  const auto* b = static_cast<const unsigned char*>(bytes);
+  for (size_t i = 0; i < size; ++i) {
+    out.push_back(digits[b[i] >> 4]);
+    out.push_back(digits[b[i] & 15]);
+  }
+  return out;
+}
+
+bool from_hex(const std::string& hex, void* bytes, size_t size) {
+  if (hex.size() != 2 * size) return false;
+  auto value = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  auto* b = static_cast<unsigned char*>(bytes);
+  for (size_t i = 0; i < size; ++i) {
+    const int hi = value(hex[2 * i]), lo = value(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    b[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  return true;
+}
+
+json record_to_wire(const WindowRecord& record) {
+  json kernels = json::array(), memory = json::array();
+  for (const KernelLaunch& k : record.kernels) kernels.push_back(kernel_to_wire(k));
+  for (const MemoryOperation& m : record.memory) {
+    memory.push_back(
+        {{"kind", m.kind}, {"api", m.api}, {"bytes", m.bytes}, {"start_ns", m.start_ns}, {"end_ns", m.end_ns}});
+  }
+  return {{"kernels", kernels}, {"memory", memory}};
+}
+
+WindowRecord record_from_wire(const json& wire) {
+  WindowRecord record;
+  record.kernels = list_from_wire<KernelLaunch>(wire, "kernels", kernel_from_wire);
+  record.memory = list_from_wire<MemoryOperation>(wire, "memory", [](const json& m) {
+    MemoryOperation op;
+    op.kind = field<std::string>(m, "kind");
+    op.api = field<std::string>(m, "api");
+    op.bytes = field<uint64_t>(m, "bytes");
+    op.start_ns = field<uint64_t>(m, "start_ns");
+    op.end_ns = field<uint64_t>(m, "end_ns");
+    if (op.end_ns < op.start_ns) throw ProtocolError("a copy ended before it started");
+    return op;
+  });
+  return record;
+}
+
+json invocation_to_wire(const Invocation& call) {
+  json outside = json::array();
+  for (const KernelLaunch& k : call.outside) outside.push_back(kernel_to_wire(k));
+  json wire = record_to_wire(call.record);
+  wire.update({{"window", call.window},
+               {"launch_error", static_cast<int>(call.launch_error)},
+               {"run_error", static_cast<int>(call.run_error)},
+               {"event_ms", call.event_ms},
+               {"wall_ms", call.wall_ms},
+               {"api_calls", call.account.calls},
+               {"host_cpu_ms", call.account.host_cpu_ms},
+               {"cuda_cpu_ms", call.account.cuda_cpu_ms},
+               {"outside", outside},
+               {"api_outside", call.api_outside}});
+  return wire;
+}
+
+Invocation invocation_from_wire(const json& wire) {
+  Invocation call;
+  call.window = field<uint64_t>(wire, "window");
+  call.launch_error = static_cast<cudaError_t>(field<int>(wire, "launch_error"));
+  call.run_error = static_cast<cudaError_t>(field<int>(wire, "run_error"));
+  call.event_ms = field<double>(wire, "event_ms");
+  call.wall_ms = field<double>(wire, "wall_ms");
+  call.account.calls = field<ApiCounts>(wire, "api_calls");
+  call.account.host_cpu_ms = field<double>(wire, "host_cpu_ms");
+  call.account.cuda_cpu_ms = field<double>(wire, "cuda_cpu_ms");
+  call.record = record_from_wire(wire);
+  call.outside = list_from_wire<KernelLaunch>(wire, "outside", kernel_from_wire);
+  call.api_outside = field<ApiCounts>(wire, "api_outside");
+  return call;
+}
+
+}  // namespace tilelab

@@ -1,0 +1,135 @@
+#include <sys/mman.h>
+
+#include <map>
+#include <string>
+
+#include "launcher.h"
+#include "launcher_protocol.h"
+#include "launcher_server.h"
+#include "process_guard.h"
+#include "tilelab/part.h"
+
+namespace tilelab {
+
+using nlohmann::json;
+
+namespace {
+
+// Brings this process's context onto the GPU before the trusted clock
+// starts. Named as the harness's, so the launch records leave it out.
+__global__ void tilelab_harness_bring_context_on() {}
+
+json describe(const PartInfo& part, const Launcher& launcher) {
+  json d = {{"part", part.part_id},
+            {"launcher", part.launcher},
+            {"signature", signature_name(part.signature)},
+            {"cuda_in_use_at_start", launcher.cuda_in_use_at_start()}};
+  std::string message;
+  const ExitCode error = launcher.startup_error(&message);
+  if (error == ExitCode::kNoDevice) d["no_device"] = message;
+  if (error == ExitCode::kProfilerError) d["profiler_error"] = message;
+  return d;
+}
+
+[[noreturn]] void quit() {
+  end_process(ExitCode::kOk);
+}
+
+void reply(int fd, const json& message) {
+  if (!send_message(fd, message)) quit();  // the trusted side is gone
+}
+
+}  // namespace
+
+void serve_launcher(const PartBinding& binding, int control_fd, int requests, int replies, bool record) {
+  install_signal_guards();
+  void* mem = mmap(nullptr, sizeof(ControlBlock), PROT_READ | PROT_WRITE, MAP_SHARED, control_fd, 0);
+  if (mem == MAP_FAILED) end_process(ExitCode::kUsage);
+  auto* control = static_cast<ControlBlock*>(mem);
+  InProcessLauncher launcher(binding, record);
+  std::string startup_message;
+  const bool usable = launcher.startup_error(&startup_message) == ExitCode::kOk;
+  cudaDeviceProp real{};
+  if (usable) TILELAB_CUDA_CHECK(cudaGetDeviceProperties(&real, 0));
+  install_exit_guard();
+
+  std::map<int64_t, void*> shared;  // the trusted side's allocations, by id
+  auto pointer = [&](const json& where) -> void* {
+    const auto it = shared.find(where.at(0).get<int64_t>());
+    if (it == shared.end()) return nullptr;
+    return static_cast<char*>(it->second) + where.at(1).get<uint64_t>();
+  };
+  for (;;) {
+    json req;
+    try {
+      req = receive_message(requests);
+    } catch (const ProtocolError&) {
+      quit();
+    }
+    const std::string op = req.value("op", "");
+    if (op == "describe") {
+      reply(replies, describe(launcher.part(), launcher));
+    } else if (op == "share" && usable) {
+      cudaIpcMemHandle_t handle;
+      void* ptr = nullptr;
+      if (!from_hex(req.value("handle", ""), &handle, sizeof handle)) {
+        reply(replies, {{"error", "a malformed IPC handle"}});
+        continue;
+      }
+      const cudaError_t e = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess) {
+        reply(replies, {{"error", std::string("cudaIpcOpenMemHandle: ") + cudaGetErrorString(e)}});
+        continue;
+      }
+      shared[req.at("id").get<int64_t>()] = ptr;
+      reply(replies, {{"ok", true}});
+    } else if (op == "unshare") {
+      const auto it = shared.find(req.at("id").get<int64_t>());
+      if (it != shared.end()) {
+        cudaIpcCloseMemHandle(it->second);
+        shared.erase(it);
+      }
+      reply(replies, {{"ok", true}});
+    } else if (op == "call" && usable) {
+      const uint64_t seq = req.at("seq").get<uint64_t>();
+      cudaDeviceProp given = real;
+      if (req.contains("props")) {
+        const json& p = req["props"];
+        given.sharedMemPerBlock = p.at("sharedMemPerBlock").get<size_t>();
+        given.maxThreadsPerBlock = p.at("maxThreadsPerBlock").get<int>();
+        for (int i = 0; i < 3; ++i) given.maxThreadsDim[i] = p.at("maxThreadsDim").at(i).get<int>();
+      }
+      const LaunchArgs args{static_cast<const float*>(pointer(req.at("m"))),
+                            static_cast<const float*>(pointer(req.at("n"))),
+                            static_cast<float*>(pointer(req.at("p"))),
+                            req.at("j").get<int>(),
+                            req.at("k").get<int>(),
+                            req.at("l").get<int>(),
+                            &given};
+      const bool take_records = req.value("records", true) == true;
+      make_call_events();
+      tilelab_harness_bring_context_on<<<1, 1>>>();
+      TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
+      if (take_records) prepare_call();  // CUPTI's flush, before the trusted clock starts
+      reply(replies, {{"ready", true}});
+      while (control->go.load(std::memory_order_acquire) != seq) {
+      }
+      // "done" as soon as the device is idle: taking the records comes after the trusted clock stopped.
+      const Invocation call = invoke_launcher(
+          binding, args, [&] { control->done.store(seq, std::memory_order_release); }, take_records);
+      reply(replies, invocation_to_wire(call));
+    } else if (op == "records" && usable) {
+      json records = json::array();
+      for (const WindowRecord& r : take_window_records(req.at("windows").get<std::vector<uint64_t>>())) {
+        records.push_back(record_to_wire(r));
+      }
+      reply(replies, {{"records", records}});
+    } else if (op == "quit") {
+      quit();
+    } else {
+      reply(replies, {{"error", "cannot do \"" + op + "\" here"}});
+    }
+  }
+}
+
+}  // namespace tilelab

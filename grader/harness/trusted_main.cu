@@ -1,0 +1,45 @@
+// tilelab-harness: the trusted harness. It links no student code.
+//
+//   tilelab-harness CASE_FILE -- LAUNCHER_COMMAND...
+//       runs the cases of CASE_FILE with the part's launcher in a process of
+//       its own, started as LAUNCHER_COMMAND (the part's executable, behind
+//       whatever puts it in the sandbox) with --serve. This process owns the
+//       buffers, the inputs, the clock and every check of the outputs, and
+//       writes the result JSON and the outputs where the case file says: see
+//       core/launcher_process.h. Same result, same exit codes as the
+//       in-process harness (core/harness.h), plus "launcher_process": true.
+//   tilelab-harness --serve-jobs SOCKET
+//   tilelab-harness --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...
+//       the same runs, by one long-lived harness per grading and a relay
+//       per run: core/harness_service.h.
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/harness_service.h"
+#include "tilelab/exit_codes.h"
+
+int main(int argc, char** argv) {
+  using namespace tilelab;
+  // The launcher's process may run as this user (no sandbox user): then it
+  // may not read or trace this one through /proc or ptrace.
+  prctl(PR_SET_DUMPABLE, 0);
+  signal(SIGPIPE, SIG_IGN);  // a process that is gone is noticed, not fatal
+  if (argc == 3 && std::strcmp(argv[1], "--serve-jobs") == 0) return serve_jobs(argv[2]);
+  if (argc >= 6 && std::strcmp(argv[1], "--via") == 0 && std::strcmp(argv[4], "--") == 0) {
+    return relay_job(argv[2], argv[3], std::vector<std::string>(argv + 5, argv + argc));
+  }
+  if (argc >= 4 && std::strcmp(argv[2], "--") == 0) {
+    return run_once(argv[1], std::vector<std::string>(argv + 3, argv + argc));
+  }
+  std::fprintf(stderr,
+               "usage: %s CASE_FILE -- LAUNCHER_COMMAND...\n"
+               "       %s --serve-jobs SOCKET\n"
+               "       %s --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...\n",
+               argv[0], argv[0], argv[0]);
+  return to_int(ExitCode::kUsage);
+}

@@ -1,0 +1,220 @@
+"""tilelab-harness, the trusted side of every correctness and timing run.
+
+A run's cases are run by tilelab-harness, which links no student code; the
+part's executable serves only its launcher, in a process of its own
+(grader/harness/core/launcher_process.h). Started once per run, the trusted
+harness would be a second CUDA process per run, and CUDA start-up is
+serialised on a GPU (about 0.2 s each: docs/measurements.md). So a grading
+keeps a few long-lived harness services (`tilelab-harness --serve-jobs`),
+each with its CUDA context made while the parts build, and each run goes
+through a relay (`tilelab-harness --via`) that has no CUDA context of its
+own: grader/harness/core/harness_service.h.
+
+The relay is what `process.run` starts, limits and stops, exactly as it did
+the one-shot harness. A service runs one job at a time; a run waits here for
+an idle one before its relay starts, so no time limit runs while a run
+waits. A run that was stopped from outside (a time limit, a cancel) takes
+its service down with it: the service is killed and waited for before the
+run's result is read, so nothing of that run is written after.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+from ..system import process
+
+# Runs of a grading that may be in tilelab-harness at once: a grading's
+# correctness runs go side by side, one per part at most, and each is short.
+SERVICES = 3
+# How long a new service may take to listen on its socket (it does so first
+# thing, before making its CUDA context).
+LISTEN_WAIT_S = 10.0
+
+
+@dataclass
+class _Service:
+    proc: subprocess.Popen
+    socket: Path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+class TrustedHarness:
+    """The trusted harness of one grading: a one-shot tilelab-harness per run
+    (`services=0`), or up to `services` long-lived ones shared by its runs.
+    Close it when the grading is done."""
+
+    def __init__(self, tool: Path, services: int = SERVICES, log: Optional[Path] = None):
+        self.tool = Path(tool)
+        self._most = services
+        self._log = log
+        self._dir: Optional[Path] = None
+        self._idle: list = []
+        self._all: list = []
+        self._starting = 0
+        self._serial = 0
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def start_one(self) -> None:
+        """Starts a service now, so that the first run does not wait for its CUDA context."""
+        if self._most <= 0:
+            return
+        with self._cond:
+            if self._all or self._starting or self._closed:
+                return
+            self._starting += 1
+        service = self._start()
+        with self._cond:
+            self._starting -= 1
+            if service is not None:
+                self._idle.append(service)
+            self._cond.notify_all()
+
+    @contextmanager
+    def prefix(self, case_file: Path) -> Iterator["_Lease"]:
+        """The command that runs `case_file` in the trusted harness, put in
+        front of the launcher's command (`process.run(outside=...)`). Tell the
+        lease how the run ended (`lease.ended`) before reading its result."""
+        service = self._acquire() if self._most > 0 else None
+        lease = _Lease(self, service, case_file)
+        try:
+            yield lease
+        finally:
+            lease.release()
+
+    def close(self) -> None:
+        """Ends every service: each ends when its standard input closes."""
+        with self._cond:
+            self._closed = True
+            services, self._all, self._idle = self._all, [], []
+            self._cond.notify_all()
+        for s in services:
+            _stop(s, gently=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _start(self) -> Optional[_Service]:
+        with self._cond:
+            if self._dir is None:
+                # Its own private folder (0700): the sandbox user cannot reach the
+                # socket. Short, because a socket's path has at most 107 bytes.
+                self._dir = Path(tempfile.mkdtemp(prefix="tilelab-h-"))
+            self._serial += 1
+            socket = self._dir / f"s{self._serial}"
+        log = open(self._log, "ab") if self._log is not None else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen([str(self.tool), "--serve-jobs", str(socket)], stdin=subprocess.PIPE,
+                                    stdout=log, stderr=log, start_new_session=True,
+                                    preexec_fn=process.no_core_dumps)
+        except OSError:
+            return None
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()
+        service = _Service(proc, socket)
+        deadline = time.monotonic() + LISTEN_WAIT_S
+        while not socket.exists():
+            if not service.alive() or time.monotonic() > deadline:
+                _stop(service, gently=False)
+                return None
+            time.sleep(0.002)
+        with self._cond:
+            if self._closed:
+                _stop(service, gently=True)
+                return None
+            self._all.append(service)
+        return service
+
+    def _acquire(self) -> Optional[_Service]:
+        """An idle service, a new one while there are fewer than the most, or
+        the next to be released. None if none can be started: the run is then
+        one-shot."""
+        with self._cond:
+            while True:
+                while self._idle:
+                    service = self._idle.pop()
+                    if service.alive():
+                        return service
+                    self._all.remove(service)
+                if len(self._all) + self._starting < self._most or self._closed:
+                    self._starting += 1
+                    break
+                self._cond.wait()
+        service = None if self._closed else self._start()
+        with self._cond:
+            self._starting -= 1
+            self._cond.notify_all()
+        return service
+
+    def _release(self, service: _Service, stopped: bool) -> None:
+        if stopped or not service.alive():
+            # Stopped from outside: it may still be in that run. Gone before the result is read.
+            _stop(service, gently=False)
+            with self._cond:
+                if service in self._all:
+                    self._all.remove(service)
+                self._cond.notify_all()
+            return
+        with self._cond:
+            if self._closed:
+                _stop(service, gently=True)
+            else:
+                self._idle.append(service)
+            self._cond.notify_all()
+
+
+class _Lease:
+    """One run's use of the trusted harness."""
+
+    def __init__(self, owner: TrustedHarness, service: Optional[_Service], case_file: Path):
+        self._owner = owner
+        self._service = service
+        self._stopped = True  # until told otherwise: a run that raised may still be in the service
+        self._released = False
+        if service is None:
+            self.outside = [owner.tool, case_file, "--"]
+        else:
+            self.outside = [owner.tool, "--via", service.socket, case_file, "--"]
+
+    def ended(self, done: process.Completed) -> None:
+        """How the run ended; a run stopped from outside takes its service with it, now."""
+        self._stopped = done.timed_out or done.stopped is not None
+        self.release()
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self._service is not None:
+            self._owner._release(self._service, self._stopped)
+
+
+def _stop(service: _Service, gently: bool) -> None:
+    if gently and service.proc.stdin is not None:
+        try:
+            service.proc.stdin.close()
+            service.proc.wait(timeout=5)
+            return
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    try:
+        service.proc.kill()
+    except OSError:
+        pass
+    service.proc.wait()
+    if service.proc.stdin is not None:
+        try:
+            service.proc.stdin.close()
+        except OSError:
+            pass

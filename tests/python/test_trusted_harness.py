@@ -1,0 +1,113 @@
+"""The trusted harness of a grading (tilelab/grading/trusted_harness.py):
+long-lived services shared by its runs, one relay per run, and a run
+stopped from outside taking its service down with it. These run the real
+tilelab-harness of the build tree; without a GPU every run ends with
+no_device (exit 5, include/tilelab/exit_codes.h), which is enough to see
+who ran it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from tilelab.grading.trusted_harness import TrustedHarness
+from tilelab.system import process
+from tilelab.system.paths import tool_path
+
+NO_DEVICE = 5
+OK = 0
+
+
+def build_dir() -> Path:
+    path = os.environ.get("TILELAB_BUILD_DIR")
+    if not path or not (Path(path) / "bin" / "tilelab-harness").exists():
+        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
+    return Path(path)
+
+
+def case_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps({"version": 1, "part": "naive", "result": str(tmp_path / "result.json"),
+                                "cases": [{"name": "a", "j": 4, "k": 4, "l": 4, "inputs": {"seed": 1}}]}))
+    return path
+
+
+def run(trusted: TrustedHarness, cases: Path, launcher: list, timeout_s: float = 60) -> process.Completed:
+    with trusted.prefix(cases) as lease:
+        done = process.run(launcher, timeout_s, outside=lease.outside)
+        lease.ended(done)
+    return done
+
+
+def expected_ok() -> int:
+    # A run of the naive reference: right on a GPU, no_device without one.
+    return OK if os.path.exists("/dev/nvidia0") else NO_DEVICE
+
+
+def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path):
+    build = build_dir()
+    naive = build / "reference" / "naive"
+    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=3, log=tmp_path / "service.log")
+    trusted.start_one()
+    cases = case_file(tmp_path)
+    with trusted.prefix(cases) as lease:
+        assert lease.outside[1] == "--via"
+        socket = Path(lease.outside[2])
+        done = process.run([naive], 60, outside=lease.outside)
+        lease.ended(done)
+    assert done.exit_code == expected_ok(), done.stderr
+    # Runs one after another reuse the same service: one CUDA context for the grading.
+    for _ in range(2):
+        with trusted.prefix(cases) as lease:
+            assert Path(lease.outside[2]) == socket
+            done = process.run([naive], 60, outside=lease.outside)
+            lease.ended(done)
+        assert done.exit_code == expected_ok(), done.stderr
+    folder = socket.parent
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"  # the sandbox user cannot reach the socket
+    trusted.close()
+    assert not folder.exists()
+
+
+def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path):
+    """The relay is killed with its launcher; the service that ran its case
+    file is killed and waited for before the result is read, and the next
+    run gets a new one."""
+    build = build_dir()
+    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=1)
+    cases = case_file(tmp_path)
+    with trusted.prefix(cases) as lease:
+        first = lease.outside[2]
+        done = process.run(["/bin/sh", "-c", "sleep 30"], 1.0, outside=lease.outside)
+        lease.ended(done)
+    assert done.timed_out
+    with trusted.prefix(cases) as lease:
+        assert lease.outside[2] != first
+        done = process.run([build / "reference" / "naive"], 60, outside=lease.outside)
+        lease.ended(done)
+    assert done.exit_code == expected_ok(), done.stderr
+    trusted.close()
+
+
+def test_without_services_each_run_is_one_shot(tmp_path):
+    build = build_dir()
+    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=0)
+    cases = case_file(tmp_path)
+    done = run(trusted, cases, [build / "reference" / "naive"])
+    assert done.exit_code == expected_ok(), done.stderr
+    with trusted.prefix(cases) as lease:
+        assert lease.outside == [tool_path(build, "tilelab-harness"), cases, "--"]
+    trusted.close()
+
+
+def test_a_launcher_that_cannot_start_is_reported_and_the_service_goes_on(tmp_path):
+    build = build_dir()
+    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=1)
+    cases = case_file(tmp_path)
+    done = run(trusted, cases, [tmp_path / "no-such-launcher"])
+    assert done.exit_code == 2 and "the launcher did not start" in done.stderr  # usage
+    done = run(trusted, cases, [build / "reference" / "naive"])
+    assert done.exit_code == expected_ok(), done.stderr
+    trusted.close()
