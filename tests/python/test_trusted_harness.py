@@ -34,6 +34,20 @@ def case_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def harnesses():
+    """Makes TrustedHarness objects and closes each at the end, passed or not."""
+    made = []
+
+    def make(services: int, log=None) -> TrustedHarness:
+        made.append(TrustedHarness(tool_path(build_dir(), "tilelab-harness"), services=services, log=log))
+        return made[-1]
+
+    yield make
+    for trusted in made:
+        trusted.close()
+
+
 def run(trusted: TrustedHarness, cases: Path, launcher: list, timeout_s: float = 60) -> process.Completed:
     with trusted.prefix(cases) as lease:
         done = process.run(launcher, timeout_s, outside=lease.outside)
@@ -46,10 +60,10 @@ def expected_ok() -> int:
     return OK if os.path.exists("/dev/nvidia0") else NO_DEVICE
 
 
-def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path):
+def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path, harnesses):
     build = build_dir()
     naive = build / "reference" / "naive"
-    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=3, log=tmp_path / "service.log")
+    trusted = harnesses(3, log=tmp_path / "service.log")
     trusted.start_one()
     cases = case_file(tmp_path)
     with trusted.prefix(cases) as lease:
@@ -71,12 +85,12 @@ def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path):
     assert not folder.exists()
 
 
-def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path):
+def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path, harnesses):
     """The relay is killed with its launcher; the service that ran its case
     file is killed and waited for before the result is read, and the next
     run gets a new one."""
     build = build_dir()
-    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=1)
+    trusted = harnesses(1)
     cases = case_file(tmp_path)
     with trusted.prefix(cases) as lease:
         first = lease.outside[2]
@@ -88,26 +102,23 @@ def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path):
         done = process.run([build / "reference" / "naive"], 60, outside=lease.outside)
         lease.ended(done)
     assert done.exit_code == expected_ok(), done.stderr
-    trusted.close()
 
 
-def test_without_services_each_run_is_one_shot(tmp_path):
+def test_without_services_each_run_is_one_shot(tmp_path, harnesses):
     build = build_dir()
-    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=0)
+    trusted = harnesses(0)
     cases = case_file(tmp_path)
     done = run(trusted, cases, [build / "reference" / "naive"])
     assert done.exit_code == expected_ok(), done.stderr
     with trusted.prefix(cases) as lease:
         assert lease.outside == [tool_path(build, "tilelab-harness"), cases, "--"]
-    trusted.close()
 
 
-def test_a_launcher_that_cannot_start_is_reported_and_the_service_goes_on(tmp_path):
+def test_a_launcher_that_cannot_start_is_reported_and_the_service_goes_on(tmp_path, harnesses):
     build = build_dir()
-    trusted = TrustedHarness(tool_path(build, "tilelab-harness"), services=1)
+    trusted = harnesses(1)
     cases = case_file(tmp_path)
     done = run(trusted, cases, [tmp_path / "no-such-launcher"])
     assert done.exit_code == 2 and "the launcher did not start" in done.stderr  # usage
     done = run(trusted, cases, [build / "reference" / "naive"])
     assert done.exit_code == expected_ok(), done.stderr
-    trusted.close()
