@@ -293,7 +293,7 @@ TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
   const json& result = *run.result;
   EXPECT_EQ(result.at("cuda_in_use_at_start"), false);
   const json& raw = result.at("cases").at(0);
-  ASSERT_EQ(raw.at("api_recorded"), true);
+  ASSERT_EQ(raw.at("launches_recorded"), true);
   bool launched = false;
   for (const auto& [name, count] : raw.at("api_calls").items()) {
     std::cout << "dynamic_smem call: " << name << " x" << count << "\n";

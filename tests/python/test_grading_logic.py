@@ -218,7 +218,7 @@ def test_launch_checks_name_each_refused_call_from_any_thread():
                "cudaFuncSetAttribute_v3020": 1, "cudaStreamCreateWithFlags_v5000": 1, "cudaEventRecord_v3020": 1,
                "cudaDeviceGetAttribute_v5000": 1, "cudaMemcpyAsync_v3020": 1}
     ok = case("w17", [kernel("k()")])
-    ok.update(api_recorded=True, api_calls=allowed, api_calls_outside_call={}, host_cpu_ms=0.04)
+    ok.update(launches_recorded=True, api_calls=allowed, api_calls_outside_call={}, host_cpu_ms=0.04)
     assert check_launches({"cases": [ok]}, "naive.cu", {"k"}, "any").status == "passed"
 
     mapped = dict(ok, api_calls=dict(allowed, cudaHostAlloc_v3020=1, cudaFreeHost_v3020=1))
@@ -258,7 +258,7 @@ def test_host_cpu_time_outside_cuda_calls_is_held_to_the_floor_plus_a_share_of_t
     assert host_cpu_excess("lots", float("nan")) is None  # garbage from the harness reads as nothing
 
     slow = case("w17", [kernel("k()")])
-    slow.update(api_recorded=True, api_calls={}, host_cpu_ms=30.2)
+    slow.update(launches_recorded=True, api_calls={}, host_cpu_ms=30.2)
     found = check_launches({"cases": [slow]}, "naive.cu", {"k"}, "any")
     assert found.status == "failed" and found.work_elsewhere and "host CPU time" in found.summary
     # The first call of a run may do one-time work: naive-floods-stdout prints 100 MB there (H100,

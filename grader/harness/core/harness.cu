@@ -199,7 +199,6 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
   out.result["memory_operations"] = memory;
   out.result["launches_outside_call"] = outside;
   out.result["launches_recorded"] = launcher.records_launches();
-  out.result["api_recorded"] = launcher.records_launches();
   out.result["api_calls"] = inv.account.calls;
   out.result["api_calls_outside_call"] = inv.api_outside;
   out.result["host_cpu_ms"] = inv.account.host_cpu_ms;

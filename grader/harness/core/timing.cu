@@ -68,7 +68,6 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
   TimingOutcome out;
   std::vector<TimedCall> timed;
   ApiCounts api_calls, api_outside;  // over every call, warm-ups too
-  double warmup_host_cpu_ms = 0;
   int warmups = 0;
   const auto warmup_begin = std::chrono::steady_clock::now();
   for (int call = 0;; ++call) {
@@ -105,7 +104,6 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     }
     if (warming) {
       ++warmups;
-      warmup_host_cpu_ms = std::max(warmup_host_cpu_ms, inv.account.host_cpu_ms);
       continue;
     }
     TimedCall tc;
@@ -174,8 +172,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                 {"calls", calls},
                 {"api_calls", api_calls},
                 {"api_calls_outside_call", api_outside},
-                {"clock", launcher.trusted_clock() ? "trusted" : "in_process"},
-                {"warmup_max_host_cpu_ms", warmup_host_cpu_ms}};
+                {"clock", launcher.trusted_clock() ? "trusted" : "in_process"}};
   if (!host_region.empty()) {
     out.result["guard"] = to_json(check_guards(host_region.data(), guard, p_count, file.guard_bits));
   }

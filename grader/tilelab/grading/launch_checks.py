@@ -221,7 +221,7 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
             problems.append((name, message))
             elsewhere = True
             hints.append(HOST_WORK_HINT)
-        if case.get("api_recorded") is True and name not in first_cases:
+        if case.get("launches_recorded") is True and name not in first_cases:
             excess = host_cpu_excess(case.get("host_cpu_ms"), sum(_ms(k.get("duration_ms")) for k in launches))
             if excess:
                 problems.append((name, excess))
