@@ -4,6 +4,7 @@ at Width 17, a build that does not compile)."""
 
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from grade_fixtures import graded_answers
@@ -541,3 +542,15 @@ def test_extra_credit_and_the_leaderboard_alias_head_the_report(tmp_path):
     written = write_reports(result, tmp_path, leaderboard_alias="amber-falcon-3f9a")
     assert "<code>amber-falcon-3f9a</code> on the class leaderboard" in written["html"].read_text(encoding="utf-8")
     assert written["plot"].read_bytes()[:8] == PNG_MAGIC
+
+
+def test_rooflines_drawn_in_many_threads_at_once_all_come_out(result, tmp_path):
+    """`tilelab batch` writes the reports of gradings side by side, in
+    threads; matplotlib's text layout is not thread-safe, and two figures
+    drawn at once failed with a ParseException (H100, 2026-11-23; without
+    the lock this test failed three times out of three here)."""
+    paths = [tmp_path / f"roofline-{i}.png" for i in range(24)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        drawn = list(pool.map(lambda p: plot_roofline(result, p), paths))
+    assert all(drawn)
+    assert all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)

@@ -53,8 +53,8 @@ from ..grading.scoring import CUBLAS, IMPOSSIBLE_FRACTION
 from ..spec.assignment import Assignment, Part
 from ..spec.matmul import intensity
 from ..system.atomic import write_atomically
-from .report import (TEMPLATE_DIR, cublas_line, fmt_gflops, fmt_percent, fmt_points, label_column, render_page,
-                     roofline_axes, save_figure)
+from .report import (TEMPLATE_DIR, cublas_line, fmt_gflops, fmt_percent, fmt_points, label_column,
+                     one_figure_at_a_time, render_page, roofline_axes, save_figure)
 
 LEADERBOARD_FILES = ("leaderboard.csv", "leaderboard.html")
 KEY_FILE = ".leaderboard-key"
@@ -309,6 +309,7 @@ _RANK_COLOURS = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02
 _SIZE_MARKERS = ["o", "s", "^", "D"]
 
 
+@one_figure_at_a_time
 def plot_board(board: Board, image_format: str = "png") -> Optional[bytes]:
     """The ranking on the roofline of the GPU most of it was graded on: each
     hand-in a point per timing size (the first PLOT_LABELS named), cuBLAS a

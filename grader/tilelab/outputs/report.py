@@ -21,8 +21,10 @@ reaches the student view.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
@@ -811,6 +813,22 @@ def _plottable_parts(result: GradeResult) -> list:
             if p.speed is not None and _positive(p.speed.intensity) and _positive(p.speed.gflops)]
 
 
+# matplotlib is not thread-safe: its mathtext parser keeps state, and two
+# figures drawn at once fail with a ParseException. `tilelab batch` writes
+# the reports of gradings side by side, in threads (two of eight failed so
+# on the H100, 2026-11-23). One figure at a time, in this process.
+_ONE_FIGURE = threading.Lock()
+
+
+def one_figure_at_a_time(draw: Callable) -> Callable:
+    """Makes `draw` (a function that makes and saves a whole figure) wait for any other."""
+    @functools.wraps(draw)
+    def drawn_alone(*args, **kwargs):
+        with _ONE_FIGURE:
+            return draw(*args, **kwargs)
+    return drawn_alone
+
+
 def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, device: str, size: tuple = (10, 5)):
     """(figure, axes): a log-log roofline of a GPU with these ceilings (FP32
     GFLOP/s, DRAM GB/s) over x_range (FLOP/byte) and y_range (GFLOP/s), its
@@ -888,6 +906,7 @@ def cublas_label(speed: Speed) -> str:
     return f"cuBLAS SGEMM (FP32) at {speed.case}: {fmt_gflops(speed.cublas_gflops)} GFLOP/s{estimated}"
 
 
+@one_figure_at_a_time
 def plot_roofline(result: GradeResult, path: Path) -> bool:
     """Draws each timed part against the GPU's measured roofline into `path`
     (PNG). Returns False, writing nothing, when there are no ceilings or no
