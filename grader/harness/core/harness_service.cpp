@@ -2,10 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -293,52 +291,37 @@ int relay_job(const std::string& socket_path, const std::string& case_file, cons
                                           {STDERR_FILENO, ch.control_fd, ch.to_child, ch.from_child});
   for (int fd : {ch.control_fd, ch.to_child, ch.from_child}) close(fd);  // the service holds them now
 
-  bool child_ended = false;
-  int status = -1;
-  auto reap = [&](bool wait) {
-    if (child_ended) return;
-    int got = 0;
-    const pid_t r = waitpid(child->pid, &got, wait ? 0 : WNOHANG);
-    if (r == 0) return;
-    child_ended = true;
-    status = r == child->pid ? got : -1;
-  };
-  auto kill_child = [&] {
-    if (!child_ended) kill(child->pid, SIGKILL);
-    reap(true);
-  };
+  ChildWatch launcher(child->pid);
   if (!sent) {
-    kill_child();
+    launcher.stop();
     report("cannot hand the run to the harness service", "it is gone", ExitCode::kCrash);
     return to_int(ExitCode::kCrash);
   }
   bool told = false;
   for (;;) {
-    reap(false);
-    if (child_ended && !told) {
+    int status = -1;
+    const bool ended = launcher.ended(&status);
+    if (ended && !told) {
       send_message(conn, {{"ended", status}});  // a service that is gone is noticed below
       told = true;
     }
-    if (!readable(conn, child_ended ? -1 : 10)) continue;
+    if (!readable(conn, ended ? -1 : 10)) continue;
     json message;
     try {
       message = receive_message(conn);
     } catch (const ProtocolError&) {
-      kill_child();
+      launcher.stop();
       report("the harness service ended during the run", "see the grader's log", ExitCode::kCrash);
       return to_int(ExitCode::kCrash);
     }
     if (message.contains("kill")) {
-      kill_child();
-      told = false;
+      launcher.stop();
+      told = false;  // say "ended" again: the service is waiting for it
     } else if (message.contains("exit_code") && message["exit_code"].is_number_integer()) {
       // The launcher was told to quit; give it a moment before it is made to.
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (!child_ended && std::chrono::steady_clock::now() < deadline) {
-        reap(false);
-        if (!child_ended) usleep(1000);
-      }
-      kill_child();
+      while (!launcher.ended(&status) && std::chrono::steady_clock::now() < deadline) usleep(1000);
+      launcher.stop();
       const int code = message["exit_code"].get<int>();
       return code >= 0 && code < 256 ? code : to_int(ExitCode::kUsage);
     }
