@@ -356,6 +356,27 @@ def test_write_reports_writes_all_files(result, tmp_path):
     assert written["plot"].read_bytes()[:8] == PNG_MAGIC
 
 
+def test_the_staff_reports_take_the_plot_the_students_got(result, tmp_path, monkeypatch):
+    student = write_reports(result, tmp_path / "student")
+    import tilelab.outputs.report as report
+    monkeypatch.setattr(report, "plot_roofline", lambda *args: pytest.fail("drawn twice"))
+    staff = write_reports(result, tmp_path / "staff", audience="staff", plot_drawn=student["plot"])
+    assert staff["plot"].read_bytes() == student["plot"].read_bytes()
+    assert 'src="roofline.png"' in staff["html"].read_text(encoding="utf-8")
+
+
+def test_the_roofline_axes_are_labelled_in_plain_numbers(result, tmp_path):
+    # A log axis labels itself in mathtext (10^4), whose parser is slow to
+    # start and not thread-safe; the plot says 10,000.
+    from tilelab.outputs.report import roofline_axes
+    figure, axes = roofline_axes(56000.0, 2900.0, (2.4, 8000.0), (3600.0, 168000.0), "NVIDIA H100 80GB HBM3")
+    figure.canvas.draw()
+    labels = [t.get_text() for t in axes.get_yticklabels() if t.get_text()]
+    assert "10,000" in labels and "100,000" in labels and not any("$" in t for t in labels)
+    x_labels = [t.get_text() for t in axes.get_xticklabels()]
+    assert "10" in x_labels and "1,000" in x_labels
+
+
 def test_write_reports_without_ceilings_leaves_the_plot_out(result, tmp_path):
     result.ceilings = None
     written = write_reports(result, tmp_path, audience="staff")

@@ -64,7 +64,8 @@ def run_grading(
                            **options)
         result = grade(submission, opt)
         written = write_reports(result, out_dir, audience="student", leaderboard_alias=leaderboard_alias)
-        write_reports(result, out_dir / "staff", audience="staff", leaderboard_alias=leaderboard_alias)
+        write_reports(result, out_dir / "staff", audience="staff", leaderboard_alias=leaderboard_alias,
+                      plot_drawn=written.get("plot"))
         write_detailed_json(result, out_dir / "grade.json")
         if results_format == "prairielearn":
             write_results(prairielearn.results(result, assignment, written.get("plot")), results_path)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import shutil
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -745,9 +746,12 @@ def _report_view(result: GradeResult, audience: str, leaderboard_alias: Optional
 # --- rendering -----------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
 def _environment(template_dir: Path, html: bool) -> jinja2.Environment:
     """Jinja for Markdown and HTML pages with the filters that quote
-    untrusted text safely in either."""
+    untrusted text safely in either. One per folder and kind, kept: it keeps
+    the templates it compiled (a grading writes the student's and the
+    staff's reports, and a batch many)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)),
         autoescape=html,
@@ -838,6 +842,7 @@ def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, devi
     # state (current figure, backend) that a program importing us may own.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     (x_low, x_high), (y_low, y_high) = x_range, y_range
     ridge = fp32 / dram
@@ -859,6 +864,13 @@ def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, devi
     axes.set_ylabel("GFLOP/s")
     axes.set_title(f"Roofline on {device}")
     axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
+    # Plain numbers on the decades (1,000 and 10,000, not 10^3 and 10^4) and
+    # no minor ticks: a log axis's own labels are mathtext, whose first use
+    # in a process costs about half a second, as much as the rest of the plot.
+    plain = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}")
+    axes.xaxis.set_major_formatter(plain)
+    axes.yaxis.set_major_formatter(plain)
+    axes.minorticks_off()
     return figure, axes
 
 
@@ -961,17 +973,23 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
 
 
 def write_reports(result: GradeResult, out_dir: Path, audience: str = "student",
-                  leaderboard_alias: Optional[str] = None) -> dict:
+                  leaderboard_alias: Optional[str] = None, plot_drawn: Optional[Path] = None) -> dict:
     """Writes report.md, report.html and (when there is something to plot)
     roofline.png into `out_dir`; returns {"markdown", "html"[, "plot"]} -> path.
     `leaderboard_alias`: the hand-in's alias on the class leaderboard, shown
-    in the header (outputs/leaderboard.py)."""
+    in the header (outputs/leaderboard.py). `plot_drawn`: this result's
+    roofline.png, already drawn for the other audience: copied, not drawn
+    again (a quarter of a second)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     plot_path = out_dir / REPORT_FILES["plot"]
     # The plot first: the page refers to it only when it was drawn.
-    plotted = plot_roofline(result, plot_path)
+    if plot_drawn is not None:
+        shutil.copyfile(plot_drawn, plot_path)
+        plotted = True
+    else:
+        plotted = plot_roofline(result, plot_path)
     if plotted:
         written["plot"] = plot_path
     view = _report_view(result, audience, leaderboard_alias)
