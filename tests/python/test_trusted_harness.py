@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,15 @@ def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path, harn
         assert done.exit_code == expected_ok(), done.stderr
     folder = socket.parent
     assert oct(folder.stat().st_mode & 0o777) == "0o700"  # the sandbox user cannot reach the socket
+    services = [s.proc for s in trusted._all]
+    assert len(services) == 1
     trusted.close()
     assert not folder.exists()
+    # close() does not wait for the service, but it ends on its own: its input closed.
+    deadline = time.monotonic() + 10
+    while services[0].poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert services[0].returncode == 0
 
 
 def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path, harnesses):
