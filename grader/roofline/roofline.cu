@@ -315,8 +315,10 @@ int main(int argc, char** argv) {
                  to_int(ExitCode::kNoDevice), tilelab::exit_code_info(ExitCode::kNoDevice).name);
     return to_int(ExitCode::kNoDevice);
   }
-  // Device 0, as for the harness: CUDA_VISIBLE_DEVICES picks the GPU.
-  TILELAB_CUDA_CHECK(cudaSetDevice(0));
+  // Device 0, as for the harness: CUDA_VISIBLE_DEVICES picks the GPU. Its
+  // properties need no context: --device, which every grading waits for,
+  // answers without one (a context costs about 0.3 s, and start-ups of
+  // processes side by side wait for each other's).
   cudaDeviceProp prop;
   TILELAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const json device = device_json(prop);
@@ -324,6 +326,7 @@ int main(int argc, char** argv) {
     std::cout << device.dump(2) << '\n';
     return to_int(ExitCode::kOk);
   }
+  TILELAB_CUDA_CHECK(cudaSetDevice(0));
 
   json report = {{"version", 1}, {"tool", "tilelab-roofline"}, {"device", device}};
   report["fp32_fma"] = measure_fma(prop, runs);

@@ -194,7 +194,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None,
           no_sanitizers: bool, fast: bool) -> None:
     """Run the public cases of one part (or all) on this machine's GPU."""
-    from .grading.grade import GradeOptions
+    from .grading.grade import GradeOptions, write_detailed_json
     from .grading.grade import grade as run_grade
     from .outputs.check_view import print_check
     from .outputs.report import write_reports
@@ -214,6 +214,7 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
                        progress=lambda m: click.echo(f"... {m}", err=True))
     result = run_grade(submission, opt)
     write_reports(result, out, audience="student")
+    write_detailed_json(result, out / "grade.json")  # when each phase ran: tilelab bench reads it
     print_check(result)
     click.echo(f"full report: {out / 'report.md'}")
     sys.exit(0 if all(p.failed_stage is None for p in result.parts) and result.gpu else 1)

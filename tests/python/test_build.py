@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.grading.build import RecipeError, SubmissionBuild, load_recipes
+from tilelab.grading.build import PartRecipe, RecipeError, SubmissionBuild, load_recipes
 from tilelab.spec.assignment import load_assignment
 
 
@@ -37,6 +37,33 @@ def test_each_part_is_built_with_the_commands_of_its_starter(root):
     # A tree named by a relative path gives the same commands: they run from the hand-in's own folder.
     relative = load_recipes(Path(os.path.relpath(build_dir())), list(assignment.parts))
     assert relative["naive"] == naive
+
+
+# How a tree configured without a GPU (CI, the autograder's TILELAB_PORTABLE
+# build: "75-real;80-real;90") compiles the starter's naive.cu, from its
+# compile_commands.json (CMake 3.25, nvcc 13.0), the include list left out.
+PORTABLE_COMPILE = ("/usr/local/cuda/bin/nvcc", "-forward-unknown-to-host-compiler", "-O3", "-DNDEBUG",
+                    "--generate-code=arch=compute_75,code=[sm_75]", "--generate-code=arch=compute_80,code=[sm_80]",
+                    "--generate-code=arch=compute_90,code=[compute_90,sm_90]", "-lineinfo", "-std=c++17", "-x", "cu",
+                    "-c", "{source}", "-o", "{object}")
+
+
+def test_a_part_is_compiled_only_for_the_gpu_it_runs_on():
+    naive = PartRecipe(PORTABLE_COMPILE, ("g++", "{object}", "-o", "{binary}"))
+
+    def targets(capability):
+        return [a for a in naive.for_device(capability).compile_argv if a.startswith("--generate-code")]
+
+    everything = [a for a in PORTABLE_COMPILE if a.startswith("--generate-code")]
+    assert targets("9.0") == ["--generate-code=arch=compute_90,code=[sm_90]"]  # the H100
+    assert targets("7.5") == ["--generate-code=arch=compute_75,code=[sm_75]"]  # a T4 (Colab)
+    # An A10 or an L4 runs the sm_80 image: the newest of its major version, no newer than it.
+    assert targets("8.6") == targets("8.9") == ["--generate-code=arch=compute_80,code=[sm_80]"]
+    # No image for it (a GPU newer than the tree) or nothing known: every target, PTX included.
+    assert targets("12.0") == targets(None) == targets("") == targets("nine") == everything
+    others = [a for a in PORTABLE_COMPILE if not a.startswith("--generate-code")]
+    assert [a for a in naive.for_device("9.0").compile_argv if not a.startswith("--generate-code")] == others
+    assert naive.for_device("9.0").link_argv == naive.link_argv
 
 
 def test_a_tree_that_cannot_say_how_it_builds_is_the_graders_fault(root, tmp_path):

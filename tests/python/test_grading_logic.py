@@ -10,7 +10,7 @@ import pytest
 from grade_fixtures import failing_boundary, passing_tiled
 
 from tilelab.grading.diagnose import case_hints
-from tilelab.grading.launch_checks import check_launches, kernel_base_name
+from tilelab.grading.launch_checks import check_launches, kernel_base_name, shared_memory_untouched
 from tilelab.grading.model import CaseResult
 from tilelab.grading.roofline import Ceilings
 from tilelab.grading.scoring import SpeedTarget, scoring_time, reference_target
@@ -291,6 +291,31 @@ def test_launch_checks_survive_garbage_from_the_harness():
 
 
 # --- diagnosis -------------------------------------------------------------------
+
+def test_racecheck_has_nothing_to_find_only_when_no_launch_had_shared_memory_on_its_sizes():
+    # The naive reference's launch as CUPTI recorded it on the H100 (2026-11-21):
+    # 16x16 blocks, no shared memory. Racecheck runs the naive part at 17.
+    naive = {"name": "naiveKernel(const float*, const float*, float*, int)", "grid": [2, 2, 1], "block": [16, 16, 1],
+             "static_shared_bytes": 0, "dynamic_shared_bytes": 0, "registers_per_thread": 38, "duration_ms": 0.004}
+
+    def sized(width, launches, **fields):
+        return {**case(f"w{width}", launches), "j": width, "k": width, "l": width, **fields}
+
+    at_17 = [(17, 17, 17)]
+    assert shared_memory_untouched({"cases": [sized(16, [naive]), sized(17, [naive])]}, at_17)
+    assert not shared_memory_untouched({"cases": [sized(16, [naive])]}, at_17)  # its size never ran
+    # Any launch of the part with shared memory, on any case, static or dynamic, in the call or outside it.
+    assert not shared_memory_untouched({"cases": [sized(17, [naive]), sized(64, [kernel("t", static=8192)])]}, at_17)
+    assert not shared_memory_untouched({"cases": [sized(17, [naive, kernel("d", dynamic=1024)])]}, at_17)
+    assert not shared_memory_untouched({"cases": [sized(17, [naive], launches_outside_call=[kernel("t", static=4)])]},
+                                       at_17)
+    # Records that do not say so for certain: not recorded, a case without records, malformed counts.
+    assert not shared_memory_untouched({"cases": [sized(17, [naive], launches_recorded=False)]}, at_17)
+    assert not shared_memory_untouched({"cases": [sized(17, [naive]), {"name": "w18", "status": "timeout"}]}, at_17)
+    for forged in ("0", False, None, 0.0):
+        assert not shared_memory_untouched({"cases": [sized(17, [dict(naive, static_shared_bytes=forged)])]}, at_17)
+    assert not shared_memory_untouched({}, at_17)
+
 
 def test_hints_name_the_boundary_mistake():
     cases = [CaseResult("w32", "public", 32, 32, 32, True), CaseResult("w64", "public", 64, 64, 64, True),

@@ -173,6 +173,8 @@ def test_the_part_cache_keeps_the_most_recently_used_within_its_bound(root, tmp_
         sources[-1].write_text(f"// {i}\n")
     keys = [cache.key(naive, source) for source in sources]
     assert len(set(keys)) == 3
+    # A part built for one GPU alone is another executable than one built for every GPU.
+    assert len({cache.key(naive, sources[0], capability) for capability in (None, "9.0", "8.0")}) == 3
     cache.keep(naive, keys[0], binary)
     cache.keep(naive, keys[1], binary)
     os.utime(tmp_path / "cache" / f"naive-{keys[1]}", (1, 1))  # the older of the two

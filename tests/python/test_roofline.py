@@ -341,7 +341,7 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
     # run (the device is known), speed is not scored, and a note says why.
     from types import SimpleNamespace
 
-    from tilelab.grading.grade import _probe_gpu
+    from tilelab.grading.grade import _ceilings, _probe_device
     from tilelab.system.gpu_lock import GpuLock
 
     tool = stand_in_tool(tmp_path, (
@@ -349,7 +349,8 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
         "else: print('tilelab-roofline: the FMA kernel failed', file=sys.stderr); sys.exit(3)\n"))
     notes = []
     opt = SimpleNamespace(sandbox=SimpleNamespace(extra_env={}), gpu_lock=GpuLock(), refresh_roofline=False)
-    gpu, ceilings = _probe_gpu(tool, opt, notes)
+    gpu = _probe_device(tool, opt, notes)
+    ceilings = _ceilings(tool, gpu, opt, notes)
     assert gpu["uuid"] == H100_UUID and ceilings is None
     assert len(notes) == 1 and "ceilings could not be measured" in notes[0] and "FMA kernel failed" in notes[0]
 

@@ -75,6 +75,39 @@ class PartRecipe:
     def link_command(self, obj: Path, binary: Path) -> list:
         return [str(obj) if a == "{object}" else str(binary) if a == "{binary}" else a for a in self.link_argv]
 
+    def for_device(self, compute_capability: Optional[str]) -> "PartRecipe":
+        """The recipe narrowed to the one GPU the part will run on: of the
+        tree's --generate-code targets (75, 80, 90 and PTX by default), only
+        the machine code the driver would pick for a GPU of that compute
+        capability ("9.0"): the newest of the same major version and no newer
+        minor one (an 8.6 GPU runs sm_80 code). nvcc then makes one image
+        instead of four: about 40 % less time per part file (a correct
+        naive.cu, 2.2 against 1.35 s on the 2-core CPU machine). Unchanged
+        when the capability is unknown or no image fits it (the driver then
+        compiles the PTX)."""
+        found = re.fullmatch(r"(\d+)\.(\d+)", compute_capability or "")
+        if found is None:
+            return self
+        major, minor = int(found.group(1)), int(found.group(2))
+        targets = {}  # argument -> (major, minor, arch) of the machine code it makes that this GPU runs
+        for a in self.compile_argv:
+            spec = re.fullmatch(rf"{_TARGET}arch=(compute_\d+),code=\[?([\w,]+?)\]?", a)
+            for code in spec.group(2).split(",") if spec else []:
+                sm = re.fullmatch(r"sm_(\d+)(\d)", code)
+                if sm and int(sm.group(1)) == major and int(sm.group(2)) <= minor:
+                    targets[a] = max(targets.get(a, (0, 0, "")), (major, int(sm.group(2)), spec.group(1)))
+        if not targets:
+            return self
+        own = max(targets, key=targets.get)
+        _, own_minor, arch = targets[own]
+        narrowed = [a for a in self.compile_argv if not a.startswith(_TARGET) or a == own]
+        narrowed[narrowed.index(own)] = f"{_TARGET}arch={arch},code=[sm_{major}{own_minor}]"
+        return PartRecipe(tuple(narrowed), self.link_argv)
+
+
+# How CMake writes each of CMAKE_CUDA_ARCHITECTURES in a compile command.
+_TARGET = "--generate-code="
+
 
 def _absolute(args: list, directory: Path) -> list:
     """The command with each path relative to the build directory made absolute, so it runs from anywhere."""
@@ -154,10 +187,12 @@ class SubmissionBuild:
             (self.sources / src.name).chmod(0o644)
         self.sources.chmod(0o755)
 
-    def prepare(self, parts: list) -> None:
+    def prepare(self, parts: list, compute_capability: Optional[str] = None) -> None:
         """Reads how the prebuilt tree builds these parts (RecipeError when it
-        cannot say) and gives the build folder to the sandbox."""
-        self.recipes = load_recipes(self.prebuilt, parts)
+        cannot say), for the GPU of that compute capability when it is known
+        (PartRecipe.for_device), and gives the build folder to the sandbox."""
+        self.recipes = {part_id: recipe.for_device(compute_capability)
+                        for part_id, recipe in load_recipes(self.prebuilt, parts).items()}
         shutil.rmtree(self.tree, ignore_errors=True)
         self.tree.mkdir(parents=True)
         if self.sandbox is not None:

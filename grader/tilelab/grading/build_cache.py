@@ -71,9 +71,10 @@ class BuildCache:
         _feed(base, Path(static_checks.__file__))
         self._base = base.hexdigest()
 
-    def key(self, part: Part, source: Path) -> str:
+    def key(self, part: Part, source: Path, compute_capability: Optional[str] = None) -> str:
+        """`compute_capability`: the GPU the part was built for alone (None: every GPU of the build)."""
         digest = hashlib.sha256(self._base.encode())
-        digest.update(f"{part.id}\0{part.launcher}\0{part.signature}\0".encode())
+        digest.update(f"{part.id}\0{part.launcher}\0{part.signature}\0{compute_capability or 'all'}\0".encode())
         digest.update(source.read_bytes())
         return digest.hexdigest()[:32]
 

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,10 +50,10 @@ from . import calibration, roofline
 from .build import RecipeError, SubmissionBuild
 from .build_cache import CHECK_POLICY, GRADE_POLICY, BuildCache
 from .diagnose import STATUS_HINTS, case_hints
-from .launch_checks import HOST_WORK_HINT, check_launches, check_timed_calls, launch_rows
+from .launch_checks import HOST_WORK_HINT, check_launches, check_timed_calls, launch_rows, shared_memory_untouched
 from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
 from .runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
-from .sanitizer import NOT_RUN_AFTER_TIMEOUT, run_sanitizer
+from .sanitizer import NO_SHARED_MEMORY, NOT_RUN_AFTER_TIMEOUT, run_sanitizer
 from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scored_time
 from .static_checks import check_source
 from .trusted_harness import TrustedHarness
@@ -61,6 +61,7 @@ from .trusted_harness import TrustedHarness
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
 CHECK_CACHE_DIR = "check-cache"  # under the build tree: the parts `check` built last (build_cache.py)
 PART_CACHE_DIR = "part-cache"  # under the build tree: the parts gradings built, by content (build_cache.py)
+PROBE_WAIT_FOR_BUILD_S = 5.0  # the build waits this long for the GPU probe, then builds for every GPU
 NO_GPU = "not run: no CUDA device on this machine"
 NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
 WORK_ELSEWHERE = "not run: the launch checks found work done outside the part's own kernels"
@@ -171,6 +172,16 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         staff_notes: list = []
         states = [_new_state(p, submission, sets) for p in parts]
 
+        # The GPU is probed (its properties only, about 0.15 s), then the speed
+        # targets are found, while the parts are checked, built and run: only
+        # the build waits for the probe (to compile for this GPU alone), and
+        # only speed for the targets.
+        beside = ThreadPoolExecutor(max_workers=1)
+        device_known: Future = Future()
+        gpu_side = beside.submit(_gpu_and_targets, opt, assignment, roofline_tool, verify_tool, notes, staff_notes,
+                                 timed, device_known) if states else None
+        beside.shutdown(wait=False)
+
         opt.progress("static checks")
         with timed("static checks"):
             for s in states:
@@ -181,17 +192,13 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                 else:
                     s.skip_from("build", "not run: the static checks failed")
 
-        # The GPU is probed, and the speed targets found, while the parts build:
-        # neither waits for the other.
-        with ThreadPoolExecutor(max_workers=1) as beside:
-            gpu_side = beside.submit(_gpu_and_targets, opt, assignment, roofline_tool, verify_tool, notes, staff_notes,
-                                     timed) if states else None
-            opt.progress("build")
-            with timed("build"):
-                _build(states, opt, assignment, work)
-            gpu, ceilings, basis = gpu_side.result() if gpu_side else (None, None, None)
+        opt.progress("build")
+        with timed("build"):
+            _build(states, opt, assignment, work, lambda: _compute_capability(device_known))
+        gpu = device_known.result() if gpu_side else None
 
         runnable = [s for s in states if s.binary is not None]
+        ceilings, basis = None, None
         if gpu is None:
             for s in runnable:
                 s.skip_from("correctness", NO_GPU)
@@ -211,6 +218,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                 with timed("runs again alone"), opt.gpu_lock.exclusive():
                     for s in disturbed:
                         _shared_gpu_runs([s], sets, seed, work, assignment, verify_tool, codes, opt, timed, 1)
+            ceilings, basis = gpu_side.result()
             if opt.timing and ceilings is None:
                 for s in runnable:
                     s.skip_from("speed", NO_CEILINGS)
@@ -301,17 +309,38 @@ class _PhaseClock:
         return {phase: [round(start, 3), round(end, 3)] for phase, (start, end) in self._spans.items()}
 
 
+def _compute_capability(device_known: Future) -> Optional[str]:
+    """The probed GPU's compute capability, for the build; None (build for
+    every GPU the tree builds for) without a GPU, or if the probe is slow."""
+    try:
+        gpu = device_known.result(timeout=PROBE_WAIT_FOR_BUILD_S)
+    except Exception:  # noqa: BLE001 - a probe that failed or is slow: grade() hears of it where it waits
+        return None
+    return gpu.get("compute_capability") if isinstance(gpu, dict) else None
+
+
 def _gpu_and_targets(opt: "GradeOptions", assignment: Assignment, roofline_tool: Path, verify_tool: Path, notes: list,
-                     staff_notes: list, timed) -> tuple:
-    """(device, ceilings, speed basis), each None where it could not be had
-    (the notes say why): what every GPU stage waits for."""
-    with timed("gpu probe and ceilings"):
-        gpu, ceilings = _probe_gpu(roofline_tool, opt, notes)
+                     staff_notes: list, timed, device_known: Future) -> tuple:
+    """(ceilings, speed basis), each None where it could not be had (the
+    notes say why): what the speed stage waits for. The device (None without
+    a usable GPU), which every GPU stage waits for, goes to `device_known`
+    as soon as it is known, before the ceilings and the calibration."""
+    try:
+        with timed("gpu probe"):
+            gpu = _probe_device(roofline_tool, opt, notes)
+    except BaseException as e:
+        device_known.set_exception(e)
+        raise
+    device_known.set_result(gpu)
+    if gpu is None:
+        return None, None
+    with timed("ceilings"):
+        ceilings = _ceilings(roofline_tool, gpu, opt, notes)
     basis = None
     if ceilings is not None and opt.timing:
         with timed("calibration"):
             basis = _speed_basis(opt, assignment, gpu, ceilings, verify_tool, notes, staff_notes)
-    return gpu, ceilings, basis
+    return ceilings, basis
 
 
 def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
@@ -322,22 +351,42 @@ def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignm
     runs are called off (cancel) and reported not run. Returns the parts
     whose runs may have been disturbed by runs beside them (runner.
     may_be_disturbed): grade() runs those again, alone. `codes`: the
-    harness's exit codes (runner.exit_codes)."""
-    cancel = {s.part.id: threading.Event() for s in runnable}
+    harness's exit codes (runner.exit_codes).
+
+    Racecheck finds shared-memory hazards only: when the correctness runs
+    show that no launch of the part had shared memory, on the racecheck
+    cases' sizes among others, its run is called off and the stage passes
+    for that reason (the naive part: racecheck took 1.2 s of a 0.6 s
+    correctness run on the H100)."""
+    hangs = {s.part.id: threading.Event() for s in runnable}
+    calls_off = {(s.part.id, tool): threading.Event() for s in runnable for tool in ("memcheck", "racecheck")}
     disturbed: set = set()
+    no_shared_memory: set = set()
 
     def correctness(s: _Part) -> None:
         with timed("correctness"):
             if _correctness(s, sets, seed, work, assignment, verify_tool, codes, opt):
                 disturbed.add(s.part.id)
         if any(c.status == "timeout" for c in s.result.cases):
-            cancel[s.part.id].set()
+            hangs[s.part.id].set()
+            for tool in ("memcheck", "racecheck"):
+                calls_off[s.part.id, tool].set()
         with timed("launch checks"):
             _launch_checks(s)
+        sizes = [(c.j, c.k, c.l) for c in s.part.cases["racecheck"]]
+        if (s.stage("correctness").status == "passed" and s.stage("launch").status == "passed"
+                and shared_memory_untouched(s.harness_result, sizes)):
+            no_shared_memory.add(s.part.id)
+            calls_off[s.part.id, "racecheck"].set()
 
     def sanitize(s: _Part, tool: str, case_file: Path) -> None:
+        if tool == "racecheck" and s.part.id in no_shared_memory:
+            s.result.stages[tool] = Stage(tool, "passed", NO_SHARED_MEMORY)  # known before its turn came
+            return
         with timed("sanitizers"):
-            stage, maybe = run_sanitizer(tool, s.binary, case_file, limit, opt.sandbox, cancel[s.part.id])
+            stage, maybe = run_sanitizer(tool, s.binary, case_file, limit, opt.sandbox, calls_off[s.part.id, tool])
+        if tool == "racecheck" and s.part.id in no_shared_memory and stage.status != "failed":
+            stage = Stage(tool, "passed", NO_SHARED_MEMORY, "", stage.seconds)
         s.result.stages[tool] = stage
         if maybe:
             disturbed.add(s.part.id)
@@ -356,10 +405,10 @@ def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignm
         for done in [pool.submit(fn, *args) for fn, args in jobs]:
             done.result()
     for s in runnable:
-        if cancel[s.part.id].is_set():
+        if hangs[s.part.id].is_set():
             for tool in ("memcheck", "racecheck"):
                 s.set(tool, "not_run", NOT_RUN_AFTER_TIMEOUT)
-    return [s for s in runnable if s.part.id in disturbed and not cancel[s.part.id].is_set()]
+    return [s for s in runnable if s.part.id in disturbed and not hangs[s.part.id].is_set()]
 
 
 def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> AnswersResult:
@@ -451,30 +500,35 @@ def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
     return state
 
 
-def _probe_gpu(tool: Path, opt: GradeOptions, notes: list):
-    """The device facts and its measured ceilings: (None, None) without a
-    usable GPU, (device, None) when only the ceilings could not be had."""
-    # The probe asks about the GPU the sandboxed runs will use (Sandbox.extra_env).
-    env = {**os.environ, **opt.sandbox.extra_env}
+def _probe_device(tool: Path, opt: GradeOptions, notes: list) -> Optional[dict]:
+    """The device facts, or None (with a note) without a usable GPU."""
     try:
-        gpu = roofline.device_info(tool, 60, env)
+        return roofline.device_info(tool, 60, _probe_env(opt))
     except roofline.NoDevice:
         notes.append("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, "
                      "speed) did not run, and score nothing.")
-        return None, None
     except roofline.RooflineError as e:
         notes.append(f"The GPU probe failed ({e}): the GPU stages did not run.")
-        return None, None
+    return None
+
+
+def _ceilings(tool: Path, gpu: dict, opt: GradeOptions, notes: list):
+    """The GPU's measured ceilings, or None (with a note) when they could not be had."""
     try:
         # Measured (once per GPU, then cached) with the GPU to itself.
         ceilings = None if opt.refresh_roofline else roofline.cached_ceilings(gpu)
         if ceilings is None:
             with opt.gpu_lock.exclusive():
-                ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline, env=env, device=gpu)
+                ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline, env=_probe_env(opt), device=gpu)
     except roofline.RooflineError as e:
         notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
-        return gpu, None
-    return gpu, ceilings
+        return None
+    return ceilings
+
+
+def _probe_env(opt: GradeOptions) -> dict:
+    """The probe asks about the GPU the sandboxed runs will use (Sandbox.extra_env)."""
+    return {**os.environ, **opt.sandbox.extra_env}
 
 
 def _speed_basis(opt: GradeOptions, assignment: Assignment, gpu: dict, ceilings, verify_tool: Path, notes: list,
@@ -533,16 +587,19 @@ def _name_the_students_file(s: _Part, mode: str) -> None:
         stage.details = pattern.sub(lambda _: own, stage.details)
 
 
-def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) -> None:
-    """Builds every part that passed its static checks. A part file built
-    before with the same bytes (by this student or another) is not compiled
-    again (build_cache.py)."""
+def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path,
+           probed_capability: Callable[[], Optional[str]]) -> None:
+    """Builds every part that passed its static checks, for the probed GPU
+    alone when its compute capability is known (PartRecipe.for_device). A
+    part file built before with the same bytes for the same GPU (by this
+    student or another) is not compiled again (build_cache.py)."""
     todo = [s for s in states if s.stage("static").status == "passed"]
     if not todo:
         return
+    capability = probed_capability()
     cache = (BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR, CHECK_POLICY) if opt.mode == "check"
              else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
-    keys = {s.part.id: cache.key(s.part, s.source) for s in todo}
+    keys = {s.part.id: cache.key(s.part, s.source, capability) for s in todo}
     cached_dir = work / _private_name("cached")
     for s in list(todo):
         s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
@@ -563,7 +620,7 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path) 
     builder.copy_sources([s.source for s in todo])
     limit = assignment.grading["time_limits"]["build"]
     try:
-        builder.prepare([s.part for s in todo])
+        builder.prepare([s.part for s in todo], capability)
     except RecipeError as e:
         for s in todo:
             s.set("build", "error", "the grader could not prepare the build (not your fault)", str(e))

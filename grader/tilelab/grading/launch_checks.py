@@ -288,6 +288,27 @@ def _shared(kernel: dict) -> int:
     return _n(kernel.get("static_shared_bytes")) + _n(kernel.get("dynamic_shared_bytes"))
 
 
+def shared_memory_untouched(harness_result: dict, sizes: list) -> bool:
+    """Whether the correctness runs' launch records show that no kernel
+    launch of the part had shared memory (static or dynamic) on cases of
+    every one of `sizes` ((j, k, l)): then compute-sanitizer racecheck,
+    which looks for shared-memory hazards only, has nothing to find on
+    those sizes. False wherever the records do not say so for certain."""
+    listed = harness_result.get("cases")
+    cases = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+    recorded = [c for c in cases if c.get("launches_recorded") is True and isinstance(c.get("launches"), list)
+                and isinstance(c.get("launches_outside_call", []), list)]
+    if not recorded or len(recorded) != len(cases):
+        return False
+    seen = {(c.get("j"), c.get("k"), c.get("l")) for c in recorded}
+    if not all(tuple(size) in seen for size in sizes):
+        return False
+    launches = [k for c in recorded for k in c["launches"] + c.get("launches_outside_call", [])]
+    return all(isinstance(k, dict) and all(type(k.get(key)) is int and k[key] == 0
+                                           for key in ("static_shared_bytes", "dynamic_shared_bytes"))
+               for k in launches)
+
+
 def launch_rows(harness_result: dict) -> list:
     """The launches of the first case that has any, for the report."""
     listed = harness_result.get("cases")

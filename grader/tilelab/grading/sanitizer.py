@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 SANITIZER_ERROR_EXIT = 86  # any code the harness itself never uses
 MAX_REPORT_LINES = 40
 NOT_RUN_AFTER_TIMEOUT = "not run: the part did not finish its correctness run in time"
+NO_SHARED_MEMORY = ("racecheck: nothing to check: no launch of this part had shared memory (its correctness runs' "
+                    "launch records), and racecheck looks for shared-memory races only")
 
 
 def sanitizer_path() -> str:

@@ -50,7 +50,7 @@ from .batch import run_batch
 
 # Phases that hold the GPU: shared (gradings beside it may use it too) or alone.
 SHARED_GPU_PHASES = ("correctness", "sanitizers")
-EXCLUSIVE_GPU_PHASES = ("gpu probe and ceilings", "calibration", "runs again alone", "speed")
+EXCLUSIVE_GPU_PHASES = ("gpu probe", "ceilings", "calibration", "runs again alone", "speed")
 
 
 class BenchError(ValueError):
@@ -73,6 +73,7 @@ class BenchResult:
     references: dict = field(default_factory=dict)
     bare_compile_seconds: Optional[float] = None  # the same part files, plain nvcc -c in parallel
     student_loop: dict = field(default_factory=dict)  # "edited" | "unchanged" | "fast" -> seconds
+    student_loop_spans: dict = field(default_factory=dict)  # the same -> when each phase of the check ran
     startup: dict = field(default_factory=dict)  # "probe" | "harness" -> seconds of a run that does ~nothing
 
     @property
@@ -141,13 +142,15 @@ def _grade_references(root: Path, build_dir: Path, out_dir: Path, fresh_build: b
             "score": result.score, "max_score": result.max_score}
 
 
-def bare_compile_seconds(root: Path, build_dir: Path) -> Optional[float]:
+def bare_compile_seconds(root: Path, build_dir: Path, compute_capability: Optional[str] = None) -> Optional[float]:
     """Wall time of compiling the reference part files, all at once, with the
-    prebuilt tree's own commands and nothing else: the floor a build stage
-    can reach (None when the tree cannot say how it builds)."""
+    prebuilt tree's own commands and nothing else, for the same GPUs as a
+    grading on this machine (this one's alone, when it has one): the floor a
+    build stage can reach (None when the tree cannot say how it builds)."""
     parts = list(load_assignment(root / ASSIGNMENT_FILE).parts)
     try:
-        recipes = load_recipes(build_dir, parts)
+        recipes = {part_id: recipe.for_device(compute_capability)
+                   for part_id, recipe in load_recipes(build_dir, parts).items()}
     except RecipeError:
         return None
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=len(parts)) as pool:
@@ -188,9 +191,21 @@ def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
     return found
 
 
-def student_loop(root: Path, build_dir: Path, out_dir: Path) -> dict:
+def _compute_capability(build_dir: Path) -> Optional[str]:
+    """This machine's GPU's, as a grading probes it; None without one."""
+    from ..grading import roofline
+    from ..system.paths import tool_path
+
+    try:
+        return roofline.device_info(tool_path(build_dir, "tilelab-roofline"), 60).get("compute_capability")
+    except roofline.RooflineError:
+        return None
+
+
+def student_loop(root: Path, build_dir: Path, out_dir: Path) -> tuple:
     """`tilelab check naive` as a student runs it, in a folder of their own
-    with a correct naive.cu: just edited, unchanged, and with --fast."""
+    with a correct naive.cu: just edited, unchanged, and with --fast.
+    Returns ({run: wall seconds}, {run: when each phase of it ran})."""
     student = out_dir / "student"
     shutil.rmtree(student, ignore_errors=True)
     student.mkdir(parents=True)
@@ -198,13 +213,18 @@ def student_loop(root: Path, build_dir: Path, out_dir: Path) -> dict:
     (student / "naive.cu").write_text(f"{source}\n// edited at {time.time_ns()}\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
-    seconds = {}
+    seconds, spans = {}, {}
     for name, extra in (("edited", []), ("unchanged", []), ("fast", ["--fast"])):
         clock = time.monotonic()
         subprocess.run([sys.executable, "-m", "tilelab.cli", "--root", str(root), "check", "naive", "--dir",
                         str(student), "--build", str(build_dir), *extra], capture_output=True, env=env)
         seconds[name] = round(time.monotonic() - clock, 2)
-    return seconds
+        try:
+            # When each phase ran, inside the command's wall time.
+            spans[name] = json.loads((build_dir / "check" / "grade.json").read_text())["spans"]
+        except (OSError, ValueError, KeyError):
+            pass
+    return seconds, spans
 
 
 def run_bench(root: Path, build_dir: Path, out_dir: Path, hand_ins: Optional[list] = None,
@@ -219,11 +239,11 @@ def run_bench(root: Path, build_dir: Path, out_dir: Path, hand_ins: Optional[lis
     references = {"cold": _grade_references(root, build_dir, out_dir, fresh_build=True),
                   "warm": _grade_references(root, build_dir, out_dir, fresh_build=False)}
     log("bench: a bare parallel nvcc -c of the same files")
-    bare = bare_compile_seconds(root, build_dir)
+    bare = bare_compile_seconds(root, build_dir, _compute_capability(build_dir))
     log("bench: what starting a CUDA process costs")
     startup = startup_seconds(root, build_dir, out_dir)
     log("bench: tilelab check naive, as a student runs it")
-    loop = student_loop(root, build_dir, out_dir)
+    loop, loop_spans = student_loop(root, build_dir, out_dir)
     class_dir, results = out_dir / "class", out_dir / "results"
     _class_of(hand_ins, class_dir)
     shutil.rmtree(results, ignore_errors=True)
@@ -252,7 +272,7 @@ def run_bench(root: Path, build_dir: Path, out_dir: Path, hand_ins: Optional[lis
         phase_seconds={p: round(s, 3) for p, s in phases.items()}, per_hand_in=per_hand_in,
         gpu_busy_seconds=round(busy, 3), gpu_exclusive_seconds=round(alone, 3),
         machine=machine, in_flight=summary.in_flight, references=references, bare_compile_seconds=bare,
-        student_loop=loop, startup=startup,
+        student_loop=loop, student_loop_spans=loop_spans, startup=startup,
     )
     write_atomically(out_dir / "bench.json", json.dumps(result.to_dict(), indent=2) + "\n")
     return result
