@@ -173,18 +173,60 @@ TEST(HarnessService, ARelayWithNoServiceIsAUsageError) {
 // A relay stopped from outside (the grader's time limit kills its process
 // group) takes the service down with it: the service may not write anything
 // of that run after whoever stopped it has read the result.
-TEST(HarnessService, EndsWhenARunIsStoppedFromOutside) {
-  TempDir dir;
+// A stand-in launcher (python3, as the README requires) that answers the
+// relay's "describe" in the protocol's framing, as a part's executable does
+// once its CUDA context is made, and then never answers again.
+std::vector<std::string> answers_once_then_hangs() {
+  return {"python3", "-c",
+          "import json, os, struct, sys, time\n"
+          "requests, replies = int(sys.argv[3]), int(sys.argv[4])\n"
+          "size = struct.unpack('=I', os.read(requests, 4))[0]\n"
+          "os.read(requests, size)\n"
+          "body = json.dumps({'part': 'naive', 'launcher': 'launchNaive', 'signature': 'square'}).encode()\n"
+          "os.write(replies, struct.pack('=I', len(body)) + body)\n"
+          "time.sleep(30)\n"};
+}
+
+std::filesystem::path one_case_file(const TempDir& dir) {
   const auto path = dir.path() / "cases.json";
   std::ofstream(path) << R"({"version":1,"part":"naive","result":")" << (dir.path() / "r.json").string()
                       << R"(","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  return path;
+}
+
+// The service has the run once the launcher serves: if the relay is then
+// stopped from outside (a time limit), the service ends too, so nothing of
+// that run is written after the grader reads the result.
+TEST(HarnessService, EndsWhenARunItHasIsStoppedFromOutside) {
+  TempDir dir;
+  const auto path = one_case_file(dir);
   HarnessService service;
-  // A "launcher" that never answers: sh runs `sleep 30` with the serve arguments as $0...
-  const ProcessResult r = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via",
-                                       service.socket().string(), path.string(), "--", "/bin/sh", "-c", "sleep 30"},
-                                      1.0);
+  std::vector<std::string> command = {(build_dir() / "bin" / "tilelab-harness").string(), "--via",
+                                      service.socket().string(), path.string(), "--"};
+  for (const std::string& a : answers_once_then_hangs()) command.push_back(a);
+  const ProcessResult r = run_process(command, 2.0);
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(service.stop(), to_int(ExitCode::kEarlyExit));
+}
+
+// A launcher that never starts serving (stuck before main, say) holds only
+// its relay: the service never had the run, and serves the next one.
+TEST(HarnessService, ALauncherThatNeverServesDoesNotHoldTheService) {
+  TempDir dir;
+  const auto path = one_case_file(dir);
+  HarnessService service;
+  // sh runs `sleep 30` with the serve arguments as $0...: it never answers.
+  const ProcessResult stuck = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via",
+                                           service.socket().string(), path.string(), "--", "/bin/sh", "-c",
+                                           "sleep 30"},
+                                          1.0);
+  EXPECT_TRUE(stuck.timed_out);
+  const ProcessResult next = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via",
+                                          service.socket().string(), path.string(), "--",
+                                          naive_harness().string()},
+                                         60.0);
+  EXPECT_EQ(next.exit_code, to_int(gpu_available() ? ExitCode::kOk : ExitCode::kNoDevice)) << next.err;
+  EXPECT_EQ(service.stop(), to_int(ExitCode::kOk));
 }
 
 // Messages: a 4-byte length and JSON. What the launcher's process sends is

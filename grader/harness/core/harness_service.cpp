@@ -205,6 +205,21 @@ void serve_one(int conn) {
   send_message(conn, {{"exit_code", to_int(code)}});
 }
 
+// A launcher makes its CUDA context as it starts: about 0.2 s alone on the
+// H100, and a second or more while other processes make theirs (contexts are
+// made one at a time on a GPU). The service runs jobs one at a time, so the
+// relay waits for that here, asking the launcher what it runs, before it
+// hands the run over: the service is never held by a launcher that is still
+// starting. Whatever comes back (an answer, garbage, the end of the pipe),
+// the service asks again and judges; this only waits.
+void wait_until_serving(const LauncherChannels& ch) {
+  if (!send_message(ch.to_child, {{"op", "describe"}})) return;
+  try {
+    receive_message(ch.from_child);
+  } catch (const ProtocolError&) {
+  }
+}
+
 int connect_to(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -274,11 +289,6 @@ int relay_job(const std::string& socket_path, const std::string& case_file, cons
                  exit_code_info(ExitCode::kBadCaseFile).name);
     return to_int(ExitCode::kBadCaseFile);
   }
-  const int conn = connect_to(socket_path);
-  if (conn < 0) {
-    report("cannot reach the harness service at " + socket_path, std::strerror(errno), ExitCode::kUsage);
-    return to_int(ExitCode::kUsage);
-  }
   std::string error;
   const std::optional<SpawnedLauncher> child = spawn_launcher(command, record, &error);
   if (!child) {
@@ -286,12 +296,20 @@ int relay_job(const std::string& socket_path, const std::string& case_file, cons
     return to_int(ExitCode::kUsage);
   }
   const LauncherChannels& ch = child->channels;
+  ChildWatch launcher(child->pid);
+  wait_until_serving(ch);
+  const int conn = connect_to(socket_path);
+  if (conn < 0) {
+    const int e = errno;
+    launcher.stop();
+    report("cannot reach the harness service at " + socket_path, std::strerror(e), ExitCode::kUsage);
+    return to_int(ExitCode::kUsage);
+  }
   const std::string absolute = std::filesystem::absolute(case_file).string();
   const bool sent = send_with_descriptors(conn, {{"case_file", absolute}},
                                           {STDERR_FILENO, ch.control_fd, ch.to_child, ch.from_child});
   for (int fd : {ch.control_fd, ch.to_child, ch.from_child}) close(fd);  // the service holds them now
 
-  ChildWatch launcher(child->pid);
   if (!sent) {
     launcher.stop();
     report("cannot hand the run to the harness service", "it is gone", ExitCode::kCrash);

@@ -12,9 +12,11 @@
 //       its standard input closes.
 //   tilelab-harness --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...
 //       the relay: starts the launcher's process (its child, in the sandbox
-//       when LAUNCHER_COMMAND puts it there), hands the service the case
-//       file, the launcher's channels and its own standard error, tells the
-//       service when its child ends, and ends with the run's exit status.
+//       when LAUNCHER_COMMAND puts it there), waits until it serves (its
+//       CUDA context made: the service is not held by a launcher still
+//       starting), hands the service the case file, the launcher's channels
+//       and its own standard error, tells the service when its child ends,
+//       and ends with the run's exit status.
 //
 // The relay has no CUDA context: it starts in milliseconds. It is what the
 // grader starts, times and stops, so a run is limited, captured and stopped
