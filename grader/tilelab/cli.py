@@ -197,7 +197,7 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     from .grading.grade import GradeOptions, write_detailed_json
     from .grading.grade import grade as run_grade
     from .outputs.check_view import print_check
-    from .outputs.report import write_reports
+    from .outputs.report import prepare_in_background, write_reports
 
     root = _root(ctx.obj["root"])
     assignment = _load(root)
@@ -212,6 +212,7 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=(part,) if part else (),
                        sanitizers=not (no_sanitizers or fast), timing=not fast,
                        progress=lambda m: click.echo(f"... {m}", err=True))
+    prepare_in_background(plots=opt.timing)
     result = run_grade(submission, opt)
     write_reports(result, out, audience="student")
     write_detailed_json(result, out / "grade.json")  # when each phase ran: tilelab bench reads it

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import importlib
 import json
 import math
 import os
@@ -31,7 +30,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -156,8 +155,6 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
               [opt.root / "grader" / "harness" / "part_main.cu", opt.root / "include" / "tilelab" / "part.h",
                opt.build_dir / "grader" / "harness" / "libtilelab_harness.a"])
     work = _work_dir(opt, sandbox)
-    if opt.timing and parts:
-        threading.Thread(target=_import_plotting, name="tilelab-plot-import", daemon=True).start()
     logs = opt.out_dir / "staff" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     trusted = TrustedHarness(tool_path(opt.build_dir, "tilelab-harness"), log=logs / "harness-service.log")
@@ -228,8 +225,8 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             elif opt.timing:
                 opt.progress("speed")
                 with timed("speed"), opt.gpu_lock.exclusive():
-                    for s in runnable:
-                        _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox, opt.trusted)
+                    _time_parts(runnable, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox,
+                                opt.trusted)
 
         for s in states:
             _name_the_students_file(s, opt.mode)
@@ -268,17 +265,6 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
         )
     finally:
         trusted.close()
-
-
-def _import_plotting() -> None:
-    """Imports the plotting library while the parts build and run: a grading
-    that times a part draws its roofline last, and the import alone takes
-    about a second, as long as a whole correctness run (tilelab bench)."""
-    try:
-        for module in ("matplotlib.figure", "matplotlib.backends.backend_agg"):
-            importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - the report draws nothing and says why, later, in the main thread
-        pass
 
 
 class _PhaseClock:
@@ -783,20 +769,53 @@ def _launch_checks(s: _Part) -> None:
     s.work_elsewhere = check.work_elsewhere
 
 
-def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
-           basis: calibration.Calibration, sandbox: Sandbox, trusted: TrustedHarness) -> None:
-    """Times the part with tilelab-harness (`trusted`): its clock is the one scored."""
-    if not s.cases_all_passed:
-        s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
-        return
-    if s.work_elsewhere:
-        s.set("speed", "not_run", WORK_ELSEWHERE)
-        return
-    entries = [(c.name, c) for c in s.part.cases["timing"]]
-    case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
-                            timing=assignment.timing)
+def _time_parts(states: list, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
+                basis: calibration.Calibration, sandbox: Sandbox, trusted: TrustedHarness) -> None:
+    """Times each part with tilelab-harness (`trusted`), alone on the GPU, one
+    after another: its clock is the one scored. The parts' timing runs are
+    started together, and each waits at its gate, its launcher serving,
+    until its turn (TrustedHarness.gated): a launcher's start-up (its CUDA
+    context, 0.2 s and more) comes before any part is timed, not between
+    them. The caller holds the GPU alone, so nothing else starts meanwhile."""
     limit = assignment.grading["time_limits"]["speed"]
-    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted)
+    todo = []
+    for s in states:
+        if not s.cases_all_passed:
+            s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
+        elif s.work_elsewhere:
+            s.set("speed", "not_run", WORK_ELSEWHERE)
+        else:
+            entries = [(c.name, c) for c in s.part.cases["timing"]]
+            todo.append((s, write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
+                                        timing=assignment.timing)))
+    if not todo:
+        return
+    # The gates close first on the way out: a run never let through is called off, so the pool can end.
+    with ThreadPoolExecutor(max_workers=len(todo)) as pool, ExitStack() as gates:
+        started = []
+        for s, case_file in todo:
+            gate = gates.enter_context(trusted.gated(case_file))
+            over = threading.Event()
+            started.append((s, case_file, gate, over,
+                            pool.submit(_gated_run, s.binary, case_file, limit, sandbox, gate, over)))
+        ready_by = time.monotonic() + limit  # a launcher that never serves is let through then, and times out
+        for _, _, gate, over, _ in started:
+            gate.wait_ready(max(0.0, ready_by - time.monotonic()), over)
+        for s, case_file, gate, _, run in started:
+            gate.go()
+            _score_speed(s, run.result(), case_file, limit, assignment, verify_tool, ceilings, basis)
+
+
+def _gated_run(binary: Path, case_file: Path, limit: float, sandbox: Sandbox, gate, over: threading.Event):
+    try:
+        return run_harness(binary, case_file, limit, sandbox, gate=gate)
+    finally:
+        over.set()
+
+
+def _score_speed(s: _Part, run, case_file: Path, limit: float, assignment: Assignment, verify_tool: Path, ceilings,
+                 basis: calibration.Calibration) -> None:
+    """The part's speed stage from its timing run."""
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])

@@ -55,7 +55,9 @@ def run_grading(
     results_path = out_dir / "results.json"
     try:
         from ..grading.grade import GradeOptions, grade, write_detailed_json
-        from ..outputs.report import write_reports
+        from ..outputs.report import prepare_in_background, write_reports
+
+        prepare_in_background()
 
         assignment = load_assignment(root / ASSIGNMENT_FILE)
         build = Path(build_dir).resolve() if build_dir else root / "build"
