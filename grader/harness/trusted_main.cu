@@ -10,14 +10,12 @@
 //       in-process harness (core/harness.h), plus "launcher_process": true.
 //   tilelab-harness --serve-jobs SOCKET
 //   tilelab-harness --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...
-//   tilelab-harness --gated FD CASE_FILE -- LAUNCHER_COMMAND...
 //       the same runs, by one long-lived harness per grading and a relay
-//       per run, started at once or ahead of its turn: core/harness_service.h.
+//       per run: core/harness_service.h.
 #include <signal.h>
 #include <sys/prctl.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,21 +33,13 @@ int main(int argc, char** argv) {
   if (argc >= 6 && std::strcmp(argv[1], "--via") == 0 && std::strcmp(argv[4], "--") == 0) {
     return relay_job(argv[2], argv[3], std::vector<std::string>(argv + 5, argv + argc));
   }
-  if (argc >= 6 && std::strcmp(argv[1], "--gated") == 0 && std::strcmp(argv[4], "--") == 0) {
-    char* end = nullptr;
-    const long gate = std::strtol(argv[2], &end, 10);
-    if (end != argv[2] && *end == '\0' && gate > 2 && gate < 1 << 20) {
-      return gated_relay_job(static_cast<int>(gate), argv[3], std::vector<std::string>(argv + 5, argv + argc));
-    }
-  }
   if (argc >= 4 && std::strcmp(argv[2], "--") == 0) {
     return run_once(argv[1], std::vector<std::string>(argv + 3, argv + argc));
   }
   std::fprintf(stderr,
                "usage: %s CASE_FILE -- LAUNCHER_COMMAND...\n"
                "       %s --serve-jobs SOCKET\n"
-               "       %s --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...\n"
-               "       %s --gated FD CASE_FILE -- LAUNCHER_COMMAND...\n",
-               argv[0], argv[0], argv[0], argv[0]);
+               "       %s --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...\n",
+               argv[0], argv[0], argv[0]);
   return to_int(ExitCode::kUsage);
 }

@@ -211,8 +211,7 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     out = build / "check"
     opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=(part,) if part else (),
                        sanitizers=not (no_sanitizers or fast), timing=not fast,
-                       progress=lambda m: click.echo(f"... {m}", err=True))
-    prepare_in_background(plots=opt.timing)
+                       progress=lambda m: click.echo(f"... {m}", err=True), while_timing=prepare_in_background)
     result = run_grade(submission, opt)
     write_reports(result, out, audience="student")
     write_detailed_json(result, out / "grade.json")  # when each phase ran: tilelab bench reads it

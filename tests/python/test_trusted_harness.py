@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -131,56 +130,3 @@ def test_a_launcher_that_cannot_start_is_reported_and_the_service_goes_on(tmp_pa
     assert done.exit_code == 2 and "the launcher did not start" in done.stderr  # usage
     done = run(trusted, cases, [build / "reference" / "naive"])
     assert done.exit_code == expected_ok(), done.stderr
-
-
-def gated_run(trusted: TrustedHarness, cases: Path, launcher: list, timeout_s: float = 60):
-    """Starts a run ahead of its turn, in a thread: (gate, over, future)."""
-    import concurrent.futures
-
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    over = threading.Event()
-    holder = {}
-
-    def run_it(gate):
-        try:
-            done = process.run(launcher, timeout_s, outside=gate.outside, pass_fds=gate.pass_fds, clock=gate.clock,
-                               cancel=gate.cancel)
-            gate.ended(done)
-            return done
-        finally:
-            over.set()
-
-    context = trusted.gated(cases)
-    gate = context.__enter__()
-    holder["future"] = pool.submit(run_it, gate)
-    pool.shutdown(wait=False)
-    return gate, over, holder["future"], context
-
-
-@pytest.mark.parametrize("services", [1, 0])
-def test_a_run_started_ahead_waits_at_its_gate_and_its_time_limit_starts_there(tmp_path, harnesses, services):
-    build = build_dir()
-    trusted = harnesses(services)
-    cases = case_file(tmp_path)
-    gate, over, future, context = gated_run(trusted, cases, [build / "reference" / "naive"], timeout_s=1.0)
-    assert gate.wait_ready(30, over)  # the launcher serves, and waits
-    time.sleep(1.5)  # longer than its time limit: not counted yet
-    assert not over.is_set()
-    gate.go()
-    done = future.result(timeout=60)
-    context.__exit__(None, None, None)
-    assert not done.timed_out and done.exit_code == expected_ok(), done.stderr
-    assert done.seconds < 1.0
-
-
-def test_a_run_whose_gate_closes_before_its_turn_is_called_off(tmp_path, harnesses):
-    build = build_dir()
-    trusted = harnesses(1)
-    cases = case_file(tmp_path)
-    gate, over, future, context = gated_run(trusted, cases, [build / "reference" / "naive"])
-    assert gate.wait_ready(30, over)
-    context.__exit__(None, None, None)  # never let through
-    done = future.result(timeout=30)
-    assert done.stopped == process.CANCELLED or done.exit_code == 2, done
-    # The service was never involved: the next run uses it.
-    assert run(trusted, cases, [build / "reference" / "naive"]).exit_code == expected_ok()

@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <optional>
 
 #include "case_file.h"
 #include "harness.h"
@@ -281,38 +280,24 @@ int serve_jobs(const std::string& socket_path) {
   return to_int(ExitCode::kOk);
 }
 
-namespace {
-
-// Starts the launcher of `case_file`'s run and waits until it serves
-// (wait_until_serving). Nothing, with the exit status in `failure`, if the
-// case file cannot be read or the launcher cannot be started.
-std::optional<SpawnedLauncher> start_serving_launcher(const std::string& case_file,
-                                                      const std::vector<std::string>& command, int* failure) {
+int relay_job(const std::string& socket_path, const std::string& case_file, const std::vector<std::string>& command) {
   bool record = true;
   try {
     record = load_case_file(case_file).record_launches;
   } catch (const CaseFileError& e) {
     std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
                  exit_code_info(ExitCode::kBadCaseFile).name);
-    *failure = to_int(ExitCode::kBadCaseFile);
-    return std::nullopt;
+    return to_int(ExitCode::kBadCaseFile);
   }
   std::string error;
-  std::optional<SpawnedLauncher> child = spawn_launcher(command, record, &error);
+  const std::optional<SpawnedLauncher> child = spawn_launcher(command, record, &error);
   if (!child) {
     report("cannot start the launcher", error, ExitCode::kUsage);
-    *failure = to_int(ExitCode::kUsage);
-    return std::nullopt;
+    return to_int(ExitCode::kUsage);
   }
-  wait_until_serving(child->channels);
-  return child;
-}
-
-// Hands the run of a started launcher to the service at `socket_path` and
-// relays until it is over: the run's exit status.
-int hand_over(const std::string& socket_path, const std::string& case_file, const SpawnedLauncher& child) {
-  const LauncherChannels& ch = child.channels;
-  ChildWatch launcher(child.pid);
+  const LauncherChannels& ch = child->channels;
+  ChildWatch launcher(child->pid);
+  wait_until_serving(ch);
   const int conn = connect_to(socket_path);
   if (conn < 0) {
     const int e = errno;
@@ -359,54 +344,6 @@ int hand_over(const std::string& socket_path, const std::string& case_file, cons
       return code >= 0 && code < 256 ? code : to_int(ExitCode::kUsage);
     }
   }
-}
-
-// One line from the gate, without its newline; false at its end, or past 4096 bytes.
-bool read_line(int fd, std::string* line) {
-  line->clear();
-  char c;
-  while (line->size() < 4096) {
-    const ssize_t n = read(fd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != 1) return false;
-    if (c == '\n') return true;
-    line->push_back(c);
-  }
-  return false;
-}
-
-}  // namespace
-
-int relay_job(const std::string& socket_path, const std::string& case_file, const std::vector<std::string>& command) {
-  int failure = 0;
-  const std::optional<SpawnedLauncher> child = start_serving_launcher(case_file, command, &failure);
-  return child ? hand_over(socket_path, case_file, *child) : failure;
-}
-
-int gated_relay_job(int gate, const std::string& case_file, const std::vector<std::string>& command) {
-  // The gate is the grader's: the launcher's process must not inherit it.
-  if (fcntl(gate, F_SETFD, FD_CLOEXEC) != 0) {
-    report("no gate at descriptor " + std::to_string(gate), std::strerror(errno), ExitCode::kUsage);
-    return to_int(ExitCode::kUsage);
-  }
-  int failure = 0;
-  const std::optional<SpawnedLauncher> child = start_serving_launcher(case_file, command, &failure);
-  if (!child) return failure;
-  static const char kReady[] = "ready\n";
-  std::string line;
-  if (write(gate, kReady, sizeof kReady - 1) != static_cast<ssize_t>(sizeof kReady - 1) || !read_line(gate, &line) ||
-      line.rfind("go ", 0) != 0) {
-    ChildWatch(child->pid).stop();
-    report("the run was called off before it began", "the grader closed its gate", ExitCode::kUsage);
-    return to_int(ExitCode::kUsage);
-  }
-  close(gate);
-  const std::string where = line.substr(3);
-  if (where != "-") return hand_over(where, case_file, *child);
-  // No service: this process is the trusted harness of the run, as a one-shot one is.
-  return to_int(run_with_launcher(case_file, [&](bool record, std::string*) {
-    return LauncherProcess::attach(child->channels, std::make_unique<ChildWatch>(child->pid), record);
-  }));
 }
 
 }  // namespace tilelab

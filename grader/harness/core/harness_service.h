@@ -46,15 +46,6 @@ int serve_jobs(const std::string& socket_path);
 // started as `command`; returns the run's exit status.
 int relay_job(const std::string& socket_path, const std::string& case_file, const std::vector<std::string>& command);
 
-// The relay of a run started ahead of its turn (a grading's timing runs are
-// started together, then timed one after another): it starts the launcher, waits
-// until it serves, writes "ready\n" to the descriptor `gate`, and waits for
-// a line from it: "go SOCKET" hands the run to the service at SOCKET, as
-// relay_job does; "go -" runs it in this process, as run_once does; the end
-// of the gate (or anything else) calls the run off. The launcher does not
-// inherit `gate`. Returns the run's exit status.
-int gated_relay_job(int gate, const std::string& case_file, const std::vector<std::string>& command);
-
 // One-shot: runs `case_file` with the launcher started as `command`, in this
 // process. Returns the exit status.
 int run_once(const std::string& case_file, const std::vector<std::string>& command);

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -99,6 +99,10 @@ class GradeOptions:
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
     answers_only: bool = False  # grade answers.yaml and no part (the self-test's answers hand-ins)
     trusted: Optional[TrustedHarness] = None  # set by grade(): the trusted harness of its runs
+    # Called as the speed stage starts: work for the grader's own CPU while the
+    # GPU times one part after another and the grader mostly waits (the
+    # commands get their reports ready then: outputs/report.py).
+    while_timing: Callable[[], None] = field(default=lambda: None)
 
 
 @dataclass
@@ -224,9 +228,10 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                     s.set("speed", "error", NO_TARGETS)
             elif opt.timing:
                 opt.progress("speed")
+                opt.while_timing()
                 with timed("speed"), opt.gpu_lock.exclusive():
-                    _time_parts(runnable, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox,
-                                opt.trusted)
+                    for s in runnable:
+                        _speed(s, seed, work, assignment, verify_tool, ceilings, basis, opt.sandbox, opt.trusted)
 
         for s in states:
             _name_the_students_file(s, opt.mode)
@@ -769,53 +774,20 @@ def _launch_checks(s: _Part) -> None:
     s.work_elsewhere = check.work_elsewhere
 
 
-def _time_parts(states: list, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
-                basis: calibration.Calibration, sandbox: Sandbox, trusted: TrustedHarness) -> None:
-    """Times each part with tilelab-harness (`trusted`), alone on the GPU, one
-    after another: its clock is the one scored. The parts' timing runs are
-    started together, and each waits at its gate, its launcher serving,
-    until its turn (TrustedHarness.gated): a launcher's start-up (its CUDA
-    context, 0.2 s and more) comes before any part is timed, not between
-    them. The caller holds the GPU alone, so nothing else starts meanwhile."""
-    limit = assignment.grading["time_limits"]["speed"]
-    todo = []
-    for s in states:
-        if not s.cases_all_passed:
-            s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
-        elif s.work_elsewhere:
-            s.set("speed", "not_run", WORK_ELSEWHERE)
-        else:
-            entries = [(c.name, c) for c in s.part.cases["timing"]]
-            todo.append((s, write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
-                                        timing=assignment.timing)))
-    if not todo:
+def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
+           basis: calibration.Calibration, sandbox: Sandbox, trusted: TrustedHarness) -> None:
+    """Times the part with tilelab-harness (`trusted`): its clock is the one scored."""
+    if not s.cases_all_passed:
+        s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
         return
-    # The gates close first on the way out: a run never let through is called off, so the pool can end.
-    with ThreadPoolExecutor(max_workers=len(todo)) as pool, ExitStack() as gates:
-        started = []
-        for s, case_file in todo:
-            gate = gates.enter_context(trusted.gated(case_file))
-            over = threading.Event()
-            started.append((s, case_file, gate, over,
-                            pool.submit(_gated_run, s.binary, case_file, limit, sandbox, gate, over)))
-        ready_by = time.monotonic() + limit  # a launcher that never serves is let through then, and times out
-        for _, _, gate, over, _ in started:
-            gate.wait_ready(max(0.0, ready_by - time.monotonic()), over)
-        for s, case_file, gate, _, run in started:
-            gate.go()
-            _score_speed(s, run.result(), case_file, limit, assignment, verify_tool, ceilings, basis)
-
-
-def _gated_run(binary: Path, case_file: Path, limit: float, sandbox: Sandbox, gate, over: threading.Event):
-    try:
-        return run_harness(binary, case_file, limit, sandbox, gate=gate)
-    finally:
-        over.set()
-
-
-def _score_speed(s: _Part, run, case_file: Path, limit: float, assignment: Assignment, verify_tool: Path, ceilings,
-                 basis: calibration.Calibration) -> None:
-    """The part's speed stage from its timing run."""
+    if s.work_elsewhere:
+        s.set("speed", "not_run", WORK_ELSEWHERE)
+        return
+    entries = [(c.name, c) for c in s.part.cases["timing"]]
+    case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
+                            timing=assignment.timing)
+    limit = assignment.grading["time_limits"]["speed"]
+    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])

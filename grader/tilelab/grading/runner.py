@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import threading
 
     from ..system.sandbox import Sandbox
-    from .trusted_harness import RunGate, TrustedHarness
+    from .trusted_harness import TrustedHarness
 from ..spec.assignment import Case, Part
 
 
@@ -81,7 +81,7 @@ def write_cases(
 
 def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
                 wrapper: Sequence = (), cancel: Optional["threading.Event"] = None,
-                trusted: Optional["TrustedHarness"] = None, gate: Optional["RunGate"] = None) -> HarnessRun:
+                trusted: Optional["TrustedHarness"] = None) -> HarnessRun:
     """Runs a part's harness on a case file.
 
     With `trusted` (trusted_harness.py), tilelab-harness runs the cases and
@@ -92,26 +92,20 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     executable runs the cases itself, in the sandbox, in the case file's
     folder; `wrapper` prefixes its command (compute-sanitizer). Either way
     the sandbox's folder is watched for its disk quota and taken back before
-    the results are read. With `gate` (TrustedHarness.gated) the run is
-    started ahead of its turn: it waits at the gate, its launcher serving,
-    and its time limit starts when the gate opens."""
+    the results are read."""
     work = case_file.parent
     result_path = work / "result.json"
     if result_path.exists():
         result_path.unlink()
-    if trusted is None and gate is None:
+    if trusted is None:
         run_dir, command = work, [*wrapper, binary, case_file]
     else:
         run_dir, command = work / "launcher", [*wrapper, binary]
     sandbox.own(run_dir)
-    if (trusted is not None or gate is not None) and sandbox.switches_user:
+    if trusted is not None and sandbox.switches_user:
         work.chmod(0o711)  # the launcher passes through to its folder, and can list nothing here
         case_file.chmod(0o600)
-    if gate is not None:
-        done = process.run(command, timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir, cancel=gate.cancel,
-                           outside=gate.outside, pass_fds=gate.pass_fds, clock=gate.clock)
-        gate.ended(done)
-    elif trusted is None:
+    if trusted is None:
         done = process.run(command, timeout_s, cwd=run_dir, sandbox=sandbox, watch_dir=run_dir, cancel=cancel)
     else:
         with trusted.prefix(case_file) as lease:

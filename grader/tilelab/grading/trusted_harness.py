@@ -20,9 +20,7 @@ run's result is read, so nothing of that run is written after.
 
 from __future__ import annotations
 
-import select
 import shutil
-import socket as socketlib
 import subprocess
 import tempfile
 import threading
@@ -94,20 +92,6 @@ class TrustedHarness:
             yield lease
         finally:
             lease.release()
-
-    @contextmanager
-    def gated(self, case_file: Path) -> Iterator["RunGate"]:
-        """A run started ahead of its turn: its relay (`tilelab-harness
-        --gated`) starts the launcher and waits at the gate, the launcher
-        serving, until go(). Start the run with the gate's outside, pass_fds,
-        clock and cancel (runner.run_harness does), wait_ready(), then go()
-        when its turn comes; tell the gate how the run ended (`ended`) before
-        reading its result. A gate closed before go() calls the run off."""
-        gate = RunGate(self, case_file)
-        try:
-            yield gate
-        finally:
-            gate.close()
 
     def close(self) -> None:
         """Ends every service: each ends when its standard input closes. The
@@ -220,65 +204,6 @@ class _Lease:
         self._released = True
         if self._service is not None:
             self._owner._release(self._service, self._stopped)
-
-
-class RunGate:
-    """One run started ahead of its turn (TrustedHarness.gated)."""
-
-    def __init__(self, owner: TrustedHarness, case_file: Path):
-        self._owner = owner
-        self._case_file = case_file
-        self._ours, self._theirs = socketlib.socketpair()
-        self.outside = [owner.tool, "--gated", str(self._theirs.fileno()), case_file, "--"]
-        self.pass_fds = (self._theirs.fileno(),)
-        self.clock = process.Clock()  # the run's time limit starts at go()
-        self.cancel = threading.Event()  # set if the gate closes before go(): the run is called off
-        self._lease: Optional[_Lease] = None
-
-    def wait_ready(self, timeout_s: float, run_over: threading.Event) -> bool:
-        """Whether the relay said its launcher serves within `timeout_s`;
-        False as soon as the run is over (it could not start) or the gate ends."""
-        deadline = time.monotonic() + timeout_s
-        heard = b""
-        while time.monotonic() < deadline and not run_over.is_set():
-            readable, _, _ = select.select([self._ours], [], [], 0.05)
-            if not readable:
-                continue
-            try:
-                got = self._ours.recv(64)
-            except OSError:
-                return False
-            if not got:
-                return False
-            heard += got
-            if heard.startswith(b"ready\n"):
-                return True
-        return False
-
-    def go(self) -> None:
-        """The run's turn: the relay hands it to an idle service (one-shot in
-        the relay itself if none can be had) and its time limit starts."""
-        service = self._owner._acquire() if self._owner._most > 0 else None
-        self._lease = _Lease(self._owner, service, self._case_file)
-        where = str(service.socket) if service is not None else "-"
-        self.clock.start()
-        try:
-            self._ours.sendall(f"go {where}\n".encode())
-        except OSError:
-            pass  # the relay is gone: its run ends on its own, and says how
-
-    def ended(self, done: process.Completed) -> None:
-        """How the run ended (as _Lease.ended)."""
-        if self._lease is not None:
-            self._lease.ended(done)
-
-    def close(self) -> None:
-        if self._lease is None:
-            self.cancel.set()
-        else:
-            self._lease.release()
-        for end in (self._ours, self._theirs):
-            end.close()
 
 
 def _close_input(service: _Service) -> None:

@@ -57,13 +57,11 @@ def run_grading(
         from ..grading.grade import GradeOptions, grade, write_detailed_json
         from ..outputs.report import prepare_in_background, write_reports
 
-        prepare_in_background()
-
         assignment = load_assignment(root / ASSIGNMENT_FILE)
         build = Path(build_dir).resolve() if build_dir else root / "build"
         opt = GradeOptions(root=root, build_dir=build, out_dir=out_dir, mode="grade", seed=seed, parts=parts,
                            sanitizers=sanitizers, answer_key=answer_key, progress=lambda m: echo(f"... {m}"),
-                           **options)
+                           while_timing=prepare_in_background, **options)
         result = grade(submission, opt)
         written = write_reports(result, out_dir, audience="student", leaderboard_alias=leaderboard_alias)
         write_reports(result, out_dir / "staff", audience="staff", leaderboard_alias=leaderboard_alias,

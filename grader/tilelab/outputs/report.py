@@ -976,13 +976,15 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
 _PREPARED = threading.Event()
 
 
-def prepare_in_background(plots: bool = True) -> None:
-    """Gets the reports ready while a grading runs, in a thread: the templates
-    compiled (0.1-0.2 s) and, with `plots` (the grading times parts), the
+def prepare_in_background() -> None:
+    """Gets the reports ready in a thread while the GPU times the parts
+    (GradeOptions.while_timing): the templates compiled (0.1-0.2 s) and the
     plotting library imported (about a second on the CPU machine), which
     write_reports would otherwise do at the end, on the command's critical
-    path. Once per process; failures here are left for write_reports to
-    meet and report."""
+    path. Not earlier: a thread that imports holds Python's lock most of
+    the time, and the grading's own start (static checks, the build,
+    starting its runs) is Python too. Once per process; failures here are
+    left for write_reports to meet and report."""
     if _PREPARED.is_set():
         return
     _PREPARED.set()
@@ -991,7 +993,7 @@ def prepare_in_background(plots: bool = True) -> None:
         try:
             for html, template in ((False, "report.md.j2"), (True, "report.html.j2")):
                 _environment(TEMPLATE_DIR, html).get_template(template)
-            for module in ("matplotlib.figure", "matplotlib.backends.backend_agg") if plots else ():
+            for module in ("matplotlib.figure", "matplotlib.backends.backend_agg"):
                 importlib.import_module(module)
         except Exception:  # noqa: BLE001 - write_reports meets the same failure, in the main thread
             pass

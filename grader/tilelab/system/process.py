@@ -15,7 +15,6 @@ there, or leaves too little free space on the disk, is stopped.
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 import resource
 import select
@@ -195,17 +194,6 @@ class _EndWatch:
             self._fd = None
 
 
-class Clock:
-    """When a run's time limit starts, for a run started ahead of its turn
-    (run(clock=...)): until start(), it waits without one."""
-
-    def __init__(self) -> None:
-        self.started_at: Optional[float] = None  # time.monotonic()
-
-    def start(self) -> None:
-        self.started_at = time.monotonic()
-
-
 def run(
     argv: Sequence,
     timeout_s: float,
@@ -215,18 +203,13 @@ def run(
     watch_dir: Optional[Path] = None,
     cancel: Optional[threading.Event] = None,
     outside: Sequence = (),
-    pass_fds: Sequence = (),
-    clock: Optional[Clock] = None,
 ) -> Completed:
     """Runs argv in a process group of its own until it ends, `timeout_s`
     passes (timed_out), its watched folder outgrows the sandbox's limits, or
     `cancel` is set by another thread (stopped: "cancelled"). Whatever it
     started is killed with it. `outside`: a trusted program that runs argv
     itself, put in front of the sandbox's prefix, so that only argv runs in
-    the sandbox (tilelab-harness and a part's launcher process); it alone
-    gets `pass_fds`, the descriptors it keeps open. With `clock`, the time
-    limit (and the seconds reported) count from clock.start(), not from
-    the start of the run."""
+    the sandbox (tilelab-harness and a part's launcher process)."""
     argv = [str(a) for a in argv]
     if sandbox is not None:
         argv = sandbox.wrap(argv)
@@ -243,7 +226,6 @@ def run(
             stderr=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=None if sandbox is not None and not outside else no_core_dumps,
-            pass_fds=tuple(pass_fds) if outside else (),
         )
     except OSError as e:  # the program cannot be run at all: as a shell says it
         message = f"cannot run {argv[0]}: {e.strerror}\n"
@@ -251,14 +233,11 @@ def run(
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     timed_out = False
     stopped = None
-    deadline = start + timeout_s if clock is None else math.inf
+    deadline = start + timeout_s
     ended = _EndWatch(proc)
     while True:
-        if deadline == math.inf and clock is not None and clock.started_at is not None:
-            start = clock.started_at
-            deadline = start + timeout_s
         try:
-            polled = watch_dir is not None or cancel is not None or deadline == math.inf
+            polled = watch_dir is not None or cancel is not None
             ended.wait(min(0.25, max(0.0, deadline - time.monotonic())) if polled else
                        max(0.0, deadline - time.monotonic()))
             break
@@ -274,8 +253,6 @@ def run(
                 stopped = CANCELLED
                 break
     ended.close()
-    if clock is not None and clock.started_at is not None:
-        start = clock.started_at
     # Whatever the leader did, nothing it started may outlive it.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
