@@ -2,10 +2,12 @@
 
 Per part: static checks -> build -> correctness -> launch checks ->
 memcheck -> racecheck -> speed. No phase waits for one it does not need:
-the GPU is probed (and the speed targets found) while the parts build, all
-parts build at once, then every part's correctness runs and sanitizer runs
-share the GPU at once, and last each part is timed alone on the GPU, one
-after another. Every run has a time limit; a part that fails, hangs or
+the GPU is probed first (its properties, no context: 0.15 s), all parts
+build at once for that GPU alone, every part's correctness runs and
+sanitizer runs share the GPU at once while the speed targets are found
+beside them, and last each part is timed alone on the GPU, one after
+another. Racecheck is called off for a part none of whose launches had
+shared memory (it looks for shared-memory races only). Every run has a time limit; a part that fails, hangs or
 crashes costs only itself. Without a GPU every GPU stage is reported as not
 run.
 
