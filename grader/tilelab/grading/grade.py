@@ -7,9 +7,9 @@ build at once for that GPU alone, every part's correctness runs and
 sanitizer runs share the GPU at once while the speed targets are found
 beside them, and last each part is timed alone on the GPU, one after
 another. Racecheck is called off for a part none of whose launches had
-shared memory (it looks for shared-memory races only). Every run has a time limit; a part that fails, hangs or
-crashes costs only itself. Without a GPU every GPU stage is reported as not
-run.
+shared memory (it looks for shared-memory races only). Every run has a
+time limit; a part that fails, hangs or crashes costs only itself. Without
+a GPU every GPU stage is reported as not run.
 
 `check` is the same pipeline on the public cases with a fixed seed.
 
