@@ -132,8 +132,11 @@ def _generator_advice(prebuilt: Path) -> str:
     return ""
 
 
-def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter") -> dict:
-    """Each part's PartRecipe, read from the prebuilt tree (RecipeError when it lacks one)."""
+def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter",
+                 compute_capability: Optional[str] = None) -> dict:
+    """Each part's PartRecipe, read from the prebuilt tree (RecipeError when it
+    lacks one), for the GPU of that compute capability alone when it is
+    given (PartRecipe.for_device)."""
     prebuilt = Path(prebuilt).resolve()  # the commands run from the hand-in's own folder
     try:
         commands = json.loads((prebuilt / "compile_commands.json").read_text())
@@ -161,7 +164,7 @@ def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter") -> d
         except (ValueError, IndexError, StopIteration):
             raise RecipeError(f"{prebuilt}: the commands that build {target} are not in a form the grader "
                               "knows") from None
-        recipes[part.id] = PartRecipe(tuple(compile_args), tuple(link_args))
+        recipes[part.id] = PartRecipe(tuple(compile_args), tuple(link_args)).for_device(compute_capability)
     return recipes
 
 
@@ -191,8 +194,7 @@ class SubmissionBuild:
         """Reads how the prebuilt tree builds these parts (RecipeError when it
         cannot say), for the GPU of that compute capability when it is known
         (PartRecipe.for_device), and gives the build folder to the sandbox."""
-        self.recipes = {part_id: recipe.for_device(compute_capability)
-                        for part_id, recipe in load_recipes(self.prebuilt, parts).items()}
+        self.recipes = load_recipes(self.prebuilt, parts, compute_capability=compute_capability)
         shutil.rmtree(self.tree, ignore_errors=True)
         self.tree.mkdir(parents=True)
         if self.sandbox is not None:

@@ -149,8 +149,7 @@ def bare_compile_seconds(root: Path, build_dir: Path, compute_capability: Option
     build stage can reach (None when the tree cannot say how it builds)."""
     parts = list(load_assignment(root / ASSIGNMENT_FILE).parts)
     try:
-        recipes = {part_id: recipe.for_device(compute_capability)
-                   for part_id, recipe in load_recipes(build_dir, parts).items()}
+        recipes = load_recipes(build_dir, parts, compute_capability=compute_capability)
     except RecipeError:
         return None
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=len(parts)) as pool:
