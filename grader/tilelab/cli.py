@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 from pathlib import Path
 
@@ -10,6 +12,13 @@ import click
 from .spec.assignment import AssignmentError, load_assignment
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
 from .system.setup_errors import SetupError
+
+
+# At exit Python collects every object it made before it tears its modules
+# down: with the plotting library loaded, about 0.2 s at the end of every
+# `tilelab check` and `grade`. A command's objects are left to the process's
+# end instead, which frees them all at once.
+atexit.register(gc.freeze)
 
 
 def _root(root: str | None) -> Path:

@@ -123,6 +123,33 @@ TEST(GuardRegions, CatchAWriteJustPastP) {
   EXPECT_TRUE(verdict.at("cases").at(0).at("comparison").at("passed").get<bool>());
 }
 
+// A timing case writes no output: its first call and its timed calls read
+// back only the guards (check_guards_on_device), which must still catch the
+// same write.
+TEST(GuardRegions, CatchAWriteJustPastPInATimingCase) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  CaseFile f;
+  f.part = "naive";
+  CaseSpec c = make_case("timed", 33, 33, 33, 3);
+  c.timing = TimingSpec{};
+  c.timing->seed = 11;
+  c.timing->repetitions = 2;
+  c.timing->warmup_ms = 0;
+  f.cases.push_back(c);
+  const HarnessRun run = run_harness(probe("out_of_bounds"), f, dir.path());
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const json& timed = run.result->at("cases").at(0);
+  for (const json& guard : {timed.at("guard"), timed.at("timing").at("guard")}) {
+    EXPECT_FALSE(guard.at("intact").get<bool>()) << guard.dump();
+    EXPECT_EQ(guard.at("modified_before"), 0);
+    EXPECT_EQ(guard.at("modified_after"), 1);
+    EXPECT_EQ(guard.at("first_offsets").at(0), 33 * 33 + 3);
+  }
+  const json verdict = verify_run(run.cases, *run.result);
+  EXPECT_FALSE(verdict.at("cases").at(0).at("passed").get<bool>());
+}
+
 TEST(FileInputs, AreReadAndVerifiedExactly) {
   TILELAB_REQUIRE_GPU();
   TempDir dir;

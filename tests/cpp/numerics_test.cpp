@@ -190,5 +190,20 @@ TEST(Guard, ReportsChangesOnBothSidesWithOffsetsRelativeToP) {
   EXPECT_EQ(r.first_offsets, (std::vector<int64_t>{-1, 6, 9}));
 }
 
+// A timing case reads back its two guards alone, not P between them: the
+// same report, with offsets still relative to P.
+TEST(Guard, CopiesOfTheTwoGuardsGiveTheSameReport) {
+  const uint32_t g = 0x7FBADBADu;
+  std::vector<uint32_t> before(4, g), after(4, g);
+  EXPECT_TRUE(check_guard_copies(before.data(), after.data(), 4, 6, g).intact());
+  before[3] = 1;  // P[-1]
+  after[0] = 1;   // P[6]
+  after[3] = 1;   // P[9]
+  const GuardReport r = check_guard_copies(before.data(), after.data(), 4, 6, g);
+  EXPECT_EQ(r.modified_before, 1u);
+  EXPECT_EQ(r.modified_after, 2u);
+  EXPECT_EQ(r.first_offsets, (std::vector<int64_t>{-1, 6, 9}));
+}
+
 }  // namespace
 }  // namespace tilelab

@@ -65,7 +65,8 @@ def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path, harn
     build = build_dir()
     naive = build / "reference" / "naive"
     trusted = harnesses(3, log=tmp_path / "service.log")
-    trusted.start_one()
+    trusted.start_all()
+    assert len(trusted._all) == 3 and len(trusted._idle) == 3
     cases = case_file(tmp_path)
     with trusted.prefix(cases) as lease:
         assert lease.outside[1] == "--via"
@@ -73,7 +74,7 @@ def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path, harn
         done = process.run([naive], 60, outside=lease.outside)
         lease.ended(done)
     assert done.exit_code == expected_ok(), done.stderr
-    # Runs one after another reuse the same service: one CUDA context for the grading.
+    # Runs one after another reuse the same service.
     for _ in range(2):
         with trusted.prefix(cases) as lease:
             assert Path(lease.outside[2]) == socket
@@ -83,14 +84,14 @@ def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path, harn
     folder = socket.parent
     assert oct(folder.stat().st_mode & 0o777) == "0o700"  # the sandbox user cannot reach the socket
     services = [s.proc for s in trusted._all]
-    assert len(services) == 1
+    assert len(services) == 3
     trusted.close()
     assert not folder.exists()
-    # close() does not wait for the service, but it ends on its own: its input closed.
+    # close() does not wait for the services, but they end on their own: their input closed.
     deadline = time.monotonic() + 10
-    while services[0].poll() is None and time.monotonic() < deadline:
+    while any(s.poll() is None for s in services) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert services[0].returncode == 0
+    assert [s.returncode for s in services] == [0, 0, 0]
 
 
 def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path, harnesses):
@@ -130,3 +131,28 @@ def test_a_launcher_that_cannot_start_is_reported_and_the_service_goes_on(tmp_pa
     assert done.exit_code == 2 and "the launcher did not start" in done.stderr  # usage
     done = run(trusted, cases, [build / "reference" / "naive"])
     assert done.exit_code == expected_ok(), done.stderr
+
+
+def test_services_start_with_one_work_queue(harnesses):
+    """A trusted service checks answers only: its context makes one hardware
+    work queue (runner.ONE_WORK_QUEUE), which starts faster beside others."""
+    trusted = harnesses(1)
+    trusted.start_all()
+    [service] = trusted._all
+    environ = Path(f"/proc/{service.proc.pid}/environ").read_bytes().split(b"\0")
+    assert b"CUDA_DEVICE_MAX_CONNECTIONS=1" in environ
+
+
+def test_a_parts_executable_runs_with_one_work_queue(tmp_path):
+    """Every run of a part's executable adds ONE_WORK_QUEUE to the sandbox's
+    environment. The program stands in for a part's executable: it writes
+    the variable it got as its result."""
+    from tilelab.grading.runner import run_harness
+    from tilelab.system.sandbox import Sandbox
+
+    program = tmp_path / "part"
+    program.write_text('#!/bin/sh\nprintf \'{"queues": "%s"}\' "$CUDA_DEVICE_MAX_CONNECTIONS" > result.json\n')
+    program.chmod(0o755)
+    got = run_harness(program, case_file(tmp_path), 30, Sandbox())
+    assert got.exit_code == 0, got.stderr
+    assert got.result == {"queues": "1"}

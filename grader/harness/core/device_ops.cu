@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <vector>
 
 #include "device_ops.h"
 
@@ -101,6 +102,15 @@ uint64_t count_different(const uint32_t* a, const uint32_t* b, uint64_t count) {
   if (count == 0) return 0;
   return run_count(
       [&](unsigned long long* r) { tilelab_harness_count_different<<<blocks_for(count), kThreads>>>(a, b, count, r); });
+}
+
+GuardReport check_guards_on_device(const uint32_t* region, uint64_t guard_elements, uint64_t p_elements,
+                                   uint32_t guard_bits) {
+  std::vector<uint32_t> before(guard_elements), after(guard_elements);
+  const size_t bytes = guard_elements * sizeof(uint32_t);
+  TILELAB_CUDA_CHECK(cudaMemcpy(before.data(), region, bytes, cudaMemcpyDeviceToHost));
+  TILELAB_CUDA_CHECK(cudaMemcpy(after.data(), region + guard_elements + p_elements, bytes, cudaMemcpyDeviceToHost));
+  return check_guard_copies(before.data(), after.data(), guard_elements, p_elements, guard_bits);
 }
 
 }  // namespace tilelab

@@ -9,6 +9,7 @@
 
 #include "device_buffer.h"
 #include "generator.h"
+#include "guard.h"
 #include "tilelab/part.h"
 
 namespace tilelab {
@@ -22,5 +23,8 @@ void gather_samples(const uint32_t* p, int rows, int cols, uint64_t seed, int sa
 // Synchronous: how many of `count` words equal `bits`; how many differ between a and b.
 uint64_t count_equal(const uint32_t* data, uint64_t count, uint32_t bits);
 uint64_t count_different(const uint32_t* a, const uint32_t* b, uint64_t count);
+// The guards of a region on the device (guard.h), reading back the guards only.
+GuardReport check_guards_on_device(const uint32_t* region, uint64_t guard_elements, uint64_t p_elements,
+                                   uint32_t guard_bits);
 
 }  // namespace tilelab

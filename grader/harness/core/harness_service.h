@@ -1,11 +1,11 @@
-// tilelab-harness as a service: one trusted harness for a whole grading.
+// tilelab-harness as a service: trusted harnesses that a grading keeps.
 //
 // Every correctness and timing run has its launcher in a process of its own
 // (launcher_process.h). Started once per run, the trusted harness would be a
-// second CUDA process per run, and CUDA start-up is serialised on a GPU
-// (about 0.2 s each on the H100: docs/measurements.md). So the grader starts
-// one service per grading, which keeps its CUDA context, and runs each case
-// file through a relay:
+// second CUDA process per run, and CUDA contexts are made one at a time on a
+// GPU (docs/measurements.md). So the grader starts a few services per
+// grading, each keeping its CUDA context, and runs each case file through a
+// relay:
 //
 //   tilelab-harness --serve-jobs SOCKET
 //       the service: runs the jobs that reach SOCKET one at a time, until

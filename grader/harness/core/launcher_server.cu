@@ -50,7 +50,16 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
   std::string startup_message;
   const bool usable = launcher.startup_error(&startup_message) == ExitCode::kOk;
   cudaDeviceProp real{};
-  if (usable) TILELAB_CUDA_CHECK(cudaGetDeviceProperties(&real, 0));
+  if (usable) {
+    TILELAB_CUDA_CHECK(cudaGetDeviceProperties(&real, 0));
+    // The context is made now, before the first answer: the relay waits for
+    // that answer before it hands the run to the service, which runs one job
+    // at a time and would otherwise wait here (about 0.15 s alone, a second
+    // or more while other processes make theirs: contexts are made one at a
+    // time on a GPU). Made lazily, by the first shared buffer, it held the
+    // service for all of that.
+    TILELAB_CUDA_CHECK(cudaFree(nullptr));
+  }
   install_exit_guard();
 
   std::map<int64_t, void*> shared;  // the trusted side's allocations, by id

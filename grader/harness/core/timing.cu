@@ -155,11 +155,6 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                      {"sample_bits", tc.sample_bits}});
   }
 
-  std::vector<uint32_t> host_region;
-  if (out.code == ExitCode::kOk) {
-    host_region.resize(region.size());
-    TILELAB_CUDA_CHECK(cudaMemcpy(host_region.data(), region.get(), region.bytes(), cudaMemcpyDeviceToHost));
-  }
   out.result = {{"seed", t.seed},
                 {"warmup_calls", warmups},
                 {"repetitions", timed.size()},
@@ -173,8 +168,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                 {"api_calls", api_calls},
                 {"api_calls_outside_call", api_outside},
                 {"clock", launcher.trusted_clock() ? "trusted" : "in_process"}};
-  if (!host_region.empty()) {
-    out.result["guard"] = to_json(check_guards(host_region.data(), guard, p_count, file.guard_bits));
+  if (out.code == ExitCode::kOk) {
+    out.result["guard"] = to_json(check_guards_on_device(region.get(), guard, p_count, file.guard_bits));
   }
   return out;
 }

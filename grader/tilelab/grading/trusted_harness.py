@@ -3,10 +3,10 @@
 A run's cases are run by tilelab-harness, which links no student code; the
 part's executable serves only its launcher, in a process of its own
 (grader/harness/core/launcher_process.h). Started once per run, the trusted
-harness would be a second CUDA process per run, and CUDA start-up is
-serialised on a GPU (about 0.2 s each: docs/measurements.md). So a grading
-keeps a few long-lived harness services (`tilelab-harness --serve-jobs`),
-each with its CUDA context made while the parts build, and each run goes
+harness would be a second CUDA process per run, and CUDA contexts are made
+one at a time on a GPU (docs/measurements.md). So a grading keeps a few
+long-lived harness services (`tilelab-harness --serve-jobs`), each with its
+CUDA context made while the parts build, and each run goes
 through a relay (`tilelab-harness --via`) that has no CUDA context of its
 own: grader/harness/core/harness_service.h.
 
@@ -20,6 +20,7 @@ run's result is read, so nothing of that run is written after.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -31,10 +32,15 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from ..system import process
+from .runner import ONE_WORK_QUEUE
 
 # Runs of a grading that may be in tilelab-harness at once: a grading's
-# correctness runs go side by side, one per part at most, and each is short.
-SERVICES = 3
+# correctness runs go side by side, one per part at most. A run holds its
+# service from before its launcher starts (making its CUDA context, most of
+# a second while the sanitizers make theirs) to its end, so a grading keeps
+# one service per part: with three for six parts, half the parts' runs
+# waited for a service while the GPU had room for them.
+SERVICES = 6
 # How long a new service may take to listen on its socket (it does so first
 # thing, before making its CUDA context).
 LISTEN_WAIT_S = 10.0
@@ -66,20 +72,27 @@ class TrustedHarness:
         self._cond = threading.Condition()
         self._closed = False
 
-    def start_one(self) -> None:
-        """Starts a service now, so that the first run does not wait for its CUDA context."""
-        if self._most <= 0:
-            return
+    def start_all(self) -> None:
+        """Starts every service now, side by side, and returns once each
+        listens: their CUDA contexts are made while the parts are checked and
+        built, and no run waits for one."""
         with self._cond:
-            if self._all or self._starting or self._closed:
-                return
-            self._starting += 1
-        service = self._start()
-        with self._cond:
-            self._starting -= 1
-            if service is not None:
-                self._idle.append(service)
-            self._cond.notify_all()
+            count = 0 if self._closed else max(0, self._most - len(self._all) - self._starting)
+            self._starting += count
+
+        def start() -> None:
+            service = self._start()
+            with self._cond:
+                self._starting -= 1
+                if service is not None:
+                    self._idle.append(service)
+                self._cond.notify_all()
+
+        starting = [threading.Thread(target=start, name="tilelab-harness-start", daemon=True) for _ in range(count)]
+        for thread in starting:
+            thread.start()
+        for thread in starting:
+            thread.join()
 
     @contextmanager
     def prefix(self, case_file: Path) -> Iterator["_Lease"]:
@@ -122,7 +135,7 @@ class TrustedHarness:
         try:
             proc = subprocess.Popen([str(self.tool), "--serve-jobs", str(socket)], stdin=subprocess.PIPE,
                                     stdout=log, stderr=log, start_new_session=True,
-                                    preexec_fn=process.no_core_dumps)
+                                    env={**os.environ, **ONE_WORK_QUEUE}, preexec_fn=process.no_core_dumps)
         except OSError:
             return None
         finally:
