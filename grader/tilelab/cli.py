@@ -113,14 +113,15 @@ _BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=F
 def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: str | None, seed: int | None,
           parts: tuple, no_sanitizers: bool, answer_key: str | None, results_format: str) -> None:
     """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
-    from .operations.grading_run import run_grading
-
     root = _root(ctx.obj["root"])
     out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-results"
+    device = _device_probe(Path(build_dir).resolve() if build_dir else root / "build")
+    from .operations.grading_run import run_grading
+
     outcome = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
                           parts=parts, sanitizers=not no_sanitizers, echo=click.echo,
                           answer_key=Path(answer_key).resolve() if answer_key else None,
-                          results_format=results_format)
+                          results_format=results_format, device_probe=device)
     sys.exit(outcome.code)
 
 
@@ -203,30 +204,41 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None,
           no_sanitizers: bool, fast: bool) -> None:
     """Run the public cases of one part (or all) on this machine's GPU."""
+    root = _root(ctx.obj["root"])
+    build = _build_dir(root, build_dir)
+    device = _device_probe(build)
     from .grading.grade import GradeOptions, write_detailed_json
     from .grading.grade import grade as run_grade
     from .outputs.check_view import print_check
     from .outputs.report import prepare_in_background, write_reports
 
-    root = _root(ctx.obj["root"])
     assignment = _load(root)
     if part is not None:
         try:
             assignment.part(part)
         except AssignmentError as e:
             raise click.ClickException(str(e)) from None
-    build = _build_dir(root, build_dir)
     submission = Path(work_dir).resolve() if work_dir else root / "starter"
     out = build / "check"
     opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=(part,) if part else (),
                        sanitizers=not (no_sanitizers or fast), timing=not fast,
-                       progress=lambda m: click.echo(f"... {m}", err=True), while_timing=prepare_in_background)
+                       progress=lambda m: click.echo(f"... {m}", err=True), while_timing=prepare_in_background,
+                       device_probe=device)
     result = run_grade(submission, opt)
     write_reports(result, out, audience="student")
     write_detailed_json(result, out / "grade.json")  # when each phase ran: tilelab bench reads it
     print_check(result)
     click.echo(f"full report: {out / 'report.md'}")
     sys.exit(0 if all(p.failed_stage is None for p in result.parts) and result.gpu else 1)
+
+
+def _device_probe(build: Path):
+    """The GPU probe of a grading, started before the grader is imported
+    (GradeOptions.device_probe); None where the tree has no probe to run."""
+    from .grading import roofline
+
+    tool = tool_path(build, "tilelab-roofline")
+    return roofline.device_info_started(tool, 60) if tool.is_file() else None
 
 
 def _gpu(build: Path, refresh: bool = False):

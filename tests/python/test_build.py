@@ -98,6 +98,9 @@ def test_compile_error_audit_and_link_error_keep_their_three_messages(root, tmp_
         assert built.failed_step == step and words in (built.summary + built.details), (step, built.summary)
         if step is None:
             assert built.binary.is_file() and os.access(built.binary, os.X_OK)
+        else:
+            # The audit runs beside the link: a part that fails it keeps no executable.
+            assert built.binary is None and not (builder.tree / naive.id).exists(), step
         shutil.rmtree(work)
 
 
@@ -125,6 +128,8 @@ def test_the_audit_refuses_the_harnesss_own_names(root, tmp_path):
     assignment = load_assignment(root / "assignment.yaml")
     built = _build_hand_in(root, tmp_path, "security-calls-harness-internals", assignment.part("naive"))
     assert built.failed_step == "audit"
+    # It links (the harness has those names), beside the audit: the executable is taken away.
+    assert built.binary is None and not (tmp_path / "security-calls-harness-internals" / "build" / "naive").exists()
     assert built.details.splitlines() == [
         "uses tilelab::LaunchRecorder, which belongs to the harness: a part may call only what tilelab/part.h gives it",
         "uses tilelab::median, which belongs to the harness: a part may call only what tilelab/part.h gives it"]

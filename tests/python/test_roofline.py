@@ -293,6 +293,20 @@ def test_a_tool_that_hangs_is_stopped(tmp_path):
         roofline.measure(tool, timeout_s=0.5)
 
 
+def test_a_probe_started_early_gives_what_device_info_gives(tmp_path):
+    """device_info_started (the commands start it before importing the
+    grader): the same device, or the same error, through a Future."""
+    tool = printing_tool(tmp_path, H100_REPORT)
+    assert roofline.device_info_started(tool).result(timeout=30) == roofline.device_info(tool)
+    assert calls(tmp_path) == ["--device", "--device"]
+    missing = roofline.device_info_started(tmp_path / "no-such-tilelab-roofline")
+    with pytest.raises(RooflineError, match="not found"):
+        missing.result(timeout=30)
+    none = stand_in_tool(tmp_path, "print('tilelab-roofline: no CUDA device', file=sys.stderr)\nsys.exit(5)\n")
+    with pytest.raises(roofline.NoDevice):
+        roofline.device_info_started(none).result(timeout=30)
+
+
 def test_implausible_figures_from_the_tool_are_rejected(tmp_path):
     tool = printing_tool(tmp_path, h100_report(**{"dram.gbps_median": 0.0}))
     with pytest.raises(RooflineError, match="implausible DRAM"):
@@ -348,7 +362,8 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
         f"if sys.argv[1:] == ['--device']: print(json.dumps({H100_REPORT['device']!r}))\n"
         "else: print('tilelab-roofline: the FMA kernel failed', file=sys.stderr); sys.exit(3)\n"))
     notes = []
-    opt = SimpleNamespace(sandbox=SimpleNamespace(extra_env={}), gpu_lock=GpuLock(), refresh_roofline=False)
+    opt = SimpleNamespace(sandbox=SimpleNamespace(extra_env={}), gpu_lock=GpuLock(), refresh_roofline=False,
+                          device_probe=None)
     gpu = _probe_device(tool, opt, notes)
     ceilings = _ceilings(tool, gpu, opt, notes)
     assert gpu["uuid"] == H100_UUID and ceilings is None

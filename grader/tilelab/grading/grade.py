@@ -105,6 +105,11 @@ class GradeOptions:
     # GPU times one part after another and the grader mostly waits (the
     # commands get their reports ready then: outputs/report.py).
     while_timing: Callable[[], None] = field(default=lambda: None)
+    # The GPU probe (roofline.device_info_started), started by a command with
+    # this process's environment before it imported the grader. Used only
+    # where the sandbox adds nothing to the environment (a batch's sandboxes
+    # choose their GPU): None, or any other sandbox, and grade() probes.
+    device_probe: Optional[Future] = None
 
 
 @dataclass
@@ -500,6 +505,8 @@ def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
 def _probe_device(tool: Path, opt: GradeOptions, notes: list) -> Optional[dict]:
     """The device facts, or None (with a note) without a usable GPU."""
     try:
+        if opt.device_probe is not None and not opt.sandbox.extra_env:
+            return opt.device_probe.result()
         return roofline.device_info(tool, 60, _probe_env(opt))
     except roofline.NoDevice:
         notes.append("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, "
