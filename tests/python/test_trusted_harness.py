@@ -143,16 +143,21 @@ def test_services_start_with_one_work_queue(harnesses):
     assert b"CUDA_DEVICE_MAX_CONNECTIONS=1" in environ
 
 
-def test_a_parts_executable_runs_with_one_work_queue(tmp_path):
+def test_a_parts_executable_runs_with_one_work_queue_and_only_timed_runs_in_the_foreground(tmp_path):
     """Every run of a part's executable adds ONE_WORK_QUEUE to the sandbox's
-    environment. The program stands in for a part's executable: it writes
-    the variable it got as its result."""
+    environment, and every run but a timed one runs at the lowest CPU
+    priority (process.BACKGROUND_PREFIX). The program stands in for a part's
+    executable: it writes the variable and the niceness it got as its
+    result."""
     from tilelab.grading.runner import run_harness
     from tilelab.system.sandbox import Sandbox
 
     program = tmp_path / "part"
-    program.write_text('#!/bin/sh\nprintf \'{"queues": "%s"}\' "$CUDA_DEVICE_MAX_CONNECTIONS" > result.json\n')
+    program.write_text('#!/bin/sh\nprintf \'{"queues": "%s", "nice": %s}\' "$CUDA_DEVICE_MAX_CONNECTIONS" "$(nice)"'
+                       ' > result.json\n')
     program.chmod(0o755)
+    ours = os.nice(0)
     got = run_harness(program, case_file(tmp_path), 30, Sandbox())
     assert got.exit_code == 0, got.stderr
-    assert got.result == {"queues": "1"}
+    assert got.result == {"queues": "1", "nice": 19}
+    assert run_harness(program, case_file(tmp_path), 30, Sandbox(), timed=True).result == {"queues": "1", "nice": ours}

@@ -241,4 +241,4 @@ class SubmissionBuild:
         # Each part is its own compiler process: a part that takes forever to
         # compile stops only itself.
         env = self.sandbox.env(self.tree) if self.sandbox is not None else dict(os.environ)
-        return process.run(argv, timeout_s, cwd=self.tree, env=env, sandbox=self.sandbox)
+        return process.run(argv, timeout_s, cwd=self.tree, env=env, sandbox=self.sandbox, background=True)

@@ -202,7 +202,7 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
     case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing, harness_id=name)
     # One-shot: calibration runs once per GPU, beside a grading's build.
     one_shot = TrustedHarness(tool_path(build_dir, "tilelab-harness"), services=0)
-    run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox, trusted=one_shot)
+    run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox, trusted=one_shot, timed=True)
     if run.timed_out or run.exit_code != 0:
         why = "took too long" if run.timed_out else f"ended with exit status {run.exit_code} (signal {run.signal})"
         raise CalibrationError(f"the reference of {name} {why} while it was timed: "

@@ -800,7 +800,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
     case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
                             timing=assignment.timing)
     limit = assignment.grading["time_limits"]["speed"]
-    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted)
+    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted, timed=True)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])

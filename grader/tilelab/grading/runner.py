@@ -92,7 +92,7 @@ def write_cases(
 
 def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
                 wrapper: Sequence = (), cancel: Optional["threading.Event"] = None,
-                trusted: Optional["TrustedHarness"] = None) -> HarnessRun:
+                trusted: Optional["TrustedHarness"] = None, timed: bool = False) -> HarnessRun:
     """Runs a part's harness on a case file.
 
     With `trusted` (trusted_harness.py), tilelab-harness runs the cases and
@@ -103,7 +103,8 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     executable runs the cases itself, in the sandbox, in the case file's
     folder; `wrapper` prefixes its command (compute-sanitizer). Either way
     the sandbox's folder is watched for its disk quota and taken back before
-    the results are read. The part's executable runs with ONE_WORK_QUEUE."""
+    the results are read. The part's executable runs with ONE_WORK_QUEUE;
+    a run that is not `timed` runs in the background (process.run)."""
     work = case_file.parent
     result_path = work / "result.json"
     if result_path.exists():
@@ -119,11 +120,11 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     env = {**sandbox.env(run_dir), **ONE_WORK_QUEUE}
     if trusted is None:
         done = process.run(command, timeout_s, cwd=run_dir, env=env, sandbox=sandbox, watch_dir=run_dir,
-                           cancel=cancel)
+                           cancel=cancel, background=not timed)
     else:
         with trusted.prefix(case_file) as lease:
             done = process.run(command, timeout_s, cwd=run_dir, env=env, sandbox=sandbox, watch_dir=run_dir,
-                               cancel=cancel, outside=lease.outside)
+                               cancel=cancel, outside=lease.outside, background=not timed)
             lease.ended(done)
     sandbox.reclaim(run_dir)
     result = None
