@@ -14,10 +14,10 @@ from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
 from .system.setup_errors import SetupError
 
 
-# At exit Python collects every object it made before it tears its modules
-# down: with the plotting library loaded, about 0.2 s at the end of every
-# `tilelab check` and `grade`. A command's objects are left to the process's
-# end instead, which frees them all at once.
+# At exit Python runs its cycle collector over every object still alive
+# before it tears its modules down: with the plotting library loaded, about
+# 0.2 s at the end of every `tilelab check` and `grade`. Frozen, they are
+# left to the process's end, which frees them all at once.
 atexit.register(gc.freeze)
 
 

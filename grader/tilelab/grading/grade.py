@@ -171,7 +171,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
     trusted = TrustedHarness(tool_path(opt.build_dir, "tilelab-harness"), services=min(SERVICES, max(1, len(parts))),
                              log=logs / "harness-service.log")
     if parts:
-        # Its CUDA context is made while the parts are checked and built.
+        # Their CUDA contexts are made while the parts are checked and built.
         threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
     opt = dataclasses.replace(opt, trusted=trusted)
     try:
