@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -255,15 +254,9 @@ def device_info_started(tool: Path, timeout_s: float = 120, env: Optional[dict] 
     device or the RooflineError. The commands start it before they import
     the grader, so that CUDA's start (0.12-0.14 s on the H100), which every
     GPU stage waits for, goes on beside the imports."""
-    found: Future = Future()
-
-    def probe() -> None:
-        try:
-            found.set_result(device_info(tool, timeout_s, env))
-        except BaseException as e:  # noqa: BLE001 - the Future carries it to whoever waits
-            found.set_exception(e)
-
-    threading.Thread(target=probe, name="tilelab-device-probe", daemon=True).start()
+    probe = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilelab-device-probe")
+    found = probe.submit(device_info, tool, timeout_s, env)
+    probe.shutdown(wait=False)
     return found
 
 
