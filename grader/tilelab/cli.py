@@ -383,12 +383,13 @@ def handout(ctx: click.Context, variant: str, out_dir: str | None) -> None:
 @click.pass_context
 def dist(ctx: click.Context, bundle: str, out_path: str | None) -> None:
     """Build the student tarball or the Gradescope autograder zip."""
-    from .authoring.dist import DistError, autograder_bundle, student_bundle
+    from .authoring.dist import DistError, autograder_bundle, refuse_edited_starter, student_bundle
 
     root = _root(ctx.obj["root"])
     assignment = _load(root)
     dist_dir = root / "build" / "dist"
     try:
+        refuse_edited_starter(root, assignment)  # before the handout, which shows the starter's code
         if bundle == "student":
             from .authoring.handout import write_handouts
 

@@ -135,3 +135,37 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     hidden = next(t for t in tests if t["name"].startswith("Naive kernel: hidden cases"))
     assert public["max_score"] + hidden["max_score"] == pytest.approx(12)
     assert any(c.name == "w19" for c in result.parts[0].cases)
+
+
+def test_a_solved_starter_is_refused_by_both_bundles_and_names_the_fix(root, tmp_path):
+    """Staff who try the lab in their own checkout solve starter/naive.cu
+    there: neither bundle may ship it, and nothing is written."""
+    import subprocess
+    import sys
+
+    project = copy_project(root, tmp_path / "project")
+    (project / "starter" / "naive.cu").write_text((project / "solutions" / "naive.cu").read_text())
+    (project / "starter" / "notes.txt").write_text("my own notes\n")
+    for bundle, build in (("student", student_bundle), ("autograder", autograder_bundle)):
+        out = tmp_path / f"{bundle}.out"
+        with pytest.raises(DistError) as refused:
+            if bundle == "student":
+                build(project, out, tmp_path / "no-handout-needed")
+            else:
+                build(project, out)
+        message = str(refused.value)
+        assert "starter/naive.cu (edited)" in message and "starter/notes.txt (not generated)" in message
+        assert "tilelab starter" in message and "starter/tiled.cu" not in message
+        assert not out.exists()
+
+    cli = subprocess.run([sys.executable, "-m", "tilelab.cli", "--root", str(project), "dist", "student",
+                          "--out", str(tmp_path / "s.tar.gz")], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root / "grader")})
+    assert cli.returncode == 1, cli.stderr
+    assert "starter/naive.cu (edited)" in cli.stderr and "Traceback" not in cli.stderr
+    assert not (tmp_path / "s.tar.gz").exists() and not (project / "build" / "dist" / "handout").exists()
+
+    (project / "starter" / "notes.txt").unlink()
+    (project / "starter" / "naive.cu").unlink()
+    with pytest.raises(DistError, match=r"starter/naive.cu \(missing\)"):
+        autograder_bundle(project, tmp_path / "a.zip")

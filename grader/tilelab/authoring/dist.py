@@ -29,6 +29,7 @@ from ..spec.public import public_assignment_text
 from ..spec.reference_gpu import REFERENCE_GPU_PATH
 from ..system.paths import ANSWER_KEY_FILE, ASSIGNMENT_FILE, BUNDLED_ANSWER_KEY_FILE, COMPILED_REFERENCES_DIR
 from .compiled_references import ReferenceBuildError, compile_references
+from .starter import STARTER_DIR, StarterError, starter_files
 
 # Project files that make up the build and the grader, shared by both bundles.
 BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/roofline", "grader/tilelab",
@@ -68,6 +69,26 @@ def _files(root: Path, entries: tuple) -> list:
     return out
 
 
+def refuse_edited_starter(root: Path, assignment) -> None:
+    """Raises DistError unless starter/ holds exactly what `tilelab starter`
+    generates: a course checkout is also where staff try the lab, and a part
+    solved there would otherwise ship to every student."""
+    starter_dir = root / STARTER_DIR
+    try:
+        files = starter_files(assignment, root / "solutions", starter_dir)
+    except StarterError as e:
+        raise DistError(str(e)) from None
+    problems = [f"{STARTER_DIR}/{f.path.name} ({'edited' if f.path.exists() else 'missing'})"
+                for f in files if not f.up_to_date]
+    generated = {f.path for f in files}
+    problems += [f"{rel} (not generated)" for rel, path in _files(root, (STARTER_DIR,)) if path not in generated]
+    if problems:
+        raise DistError(
+            f"{STARTER_DIR}/ differs from what `tilelab starter` generates from solutions/, and the bundle would "
+            f"hand it out as it is: {', '.join(problems)}. Copy any work you want to keep elsewhere, run "
+            "`tilelab starter` to regenerate starter/, and build the bundle again.")
+
+
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
@@ -79,6 +100,7 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) 
 def student_bundle(root: Path, out: Path, handout_dir: Path) -> Path:
     """Writes the student tarball to `out` (a .tar.gz); the handout files come from handout_dir."""
     assignment = load_assignment(root / ASSIGNMENT_FILE)
+    refuse_edited_starter(root, assignment)
     prefix = f"tilelab-{assignment.name}"
     handouts = sorted(p for p in handout_dir.iterdir() if p.is_file() and p.name.startswith("handout."))
     if not handouts:
@@ -100,6 +122,7 @@ def autograder_bundle(root: Path, out: Path, objects_tree: Optional[Path] = None
     compiled in `objects_tree` (default ROOT/build/dist/reference-objects),
     which is kept for the next bundle."""
     assignment = load_assignment(root / ASSIGNMENT_FILE)
+    refuse_edited_starter(root, assignment)
     if not (root / ANSWER_KEY_FILE).exists():
         raise DistError(f"{ANSWER_KEY_FILE} is missing: the autograder needs the answer key")
     try:

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..spec.answers import ANSWERS_FILE
 from ..spec.assignment import Assignment
 
+STARTER_DIR = "starter"  # under the project root: what students edit, generated from solutions/
 _BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*// END SOLUTION\s*$")
 _HINT = re.compile(r"^\s*// HINT:(.*)$")
