@@ -1,7 +1,8 @@
 """`tilelab batch`: a small class graded for real (without a GPU here, so the
 GPU stages are not run; static checks, builds and questions are), its
-gradebook, resuming, seeds, refused names, grader failures, the Slurm script
-and collecting a gradebook from results already written."""
+gradebook, resuming, grading again what ran without a GPU, seeds, refused
+names, grader failures, the Slurm script and collecting a gradebook from
+results already written."""
 
 import csv
 import json
@@ -27,7 +28,7 @@ SUBMISSIONS = ROOT / "tests" / "submissions"
 # One column per part of assignment.yaml, in its order.
 PART_IDS = [p.id for p in load_assignment(ROOT / "assignment.yaml").parts]
 HEADER = ["student", "total", "max", *PART_IDS, "questions", "seed", "status", "seconds", "gpu",
-          "full-credit targets (GFLOP/s)"]
+          "full-credit targets (GFLOP/s)", "answers problem"]
 OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".done")
 
 
@@ -38,13 +39,13 @@ def build_dir() -> Path:
     return Path(path)
 
 
-def grade_class(class_dir: Path, out: Path, **options) -> tuple:
+def grade_class(class_dir: Path, out: Path, sandbox: Sandbox = Sandbox(), **options) -> tuple:
     """(summary, progress lines) of one batch run."""
     lines = []
     # Sandbox(): grade as this process's user. The class and its results live
     # in pytest's private temp dir, and what is tested here is the batch, not
     # the sandbox user's permissions (the sandbox is tested elsewhere).
-    summary = run_batch(class_dir, root=ROOT, build_dir=build_dir(), out_dir=out, sandbox=Sandbox(), live=False,
+    summary = run_batch(class_dir, root=ROOT, build_dir=build_dir(), out_dir=out, sandbox=sandbox, live=False,
                         log=lines.append, **options)
     return summary, lines
 
@@ -112,6 +113,8 @@ def test_every_student_gets_every_output_and_a_row(graded):
     assert stages["carol"]["static"]["status"] == "failed"
     by_name = {r["student"]: r for r in book}
     assert float(by_name["alice"]["questions"]) > 0 and float(by_name["carol"]["questions"]) == 0
+    assert [r["answers problem"] for r in book] == ["", "answers.yaml was not handed in",
+                                                     "answers.yaml was not handed in"]
     # No --seed: each submission its own fresh seed.
     assert len({r["seed"] for r in book}) == 3
 
@@ -140,6 +143,78 @@ def test_a_rerun_grades_nothing_and_a_missing_marker_regrades_only_that_one(grad
     summary, _ = grade_class(class_dir, out)
     assert (summary.graded, summary.resumed) == (1, 2)
     assert mtimes(out, ["alice", "carol"])["alice"] == before["alice"]
+
+
+# A CPU node, even on a machine with a GPU: the GPU probe of a grading sees none.
+NO_GPU = Sandbox(extra_env={"CUDA_VISIBLE_DEVICES": "-1"})
+
+
+def test_the_marker_records_what_ran_and_a_gpu_grades_again_what_ran_without(tmp_path):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    student(class_dir, "ann", SUBMISSIONS / "good-naive-32x8", SUBMISSIONS / "answers-all-correct")
+    student(class_dir, "ben", SUBMISSIONS / "answers-malformed")
+    summary, _ = grade_class(class_dir, out, NO_GPU, gpus=[])
+    assert (summary.graded, summary.again) == (2, {})
+    markers = {n: json.loads((out / n / ".done").read_text()) for n in ("ann", "ben")}
+    for name, marker in markers.items():
+        assert json.loads((out / name / "grade.json").read_text())["gpu"] is None
+        assert {k: marker[k] for k in ("gpu_stages", "gpu_name", "gpu_uuid", "calibration")} == {
+            "gpu_stages": False, "gpu_name": None, "gpu_uuid": None, "calibration": None}
+        assert marker["submission_sha256"] == batch.submission_digest(class_dir / name)
+        assert batch.regrade_reason(out / name, []) is None
+        assert batch.regrade_reason(out / name, ["0"]) == "graded before without a GPU"
+    before = mtimes(out, ["ann", "ben"])
+
+    # Another run on the CPU node (an interruption, say) grades nothing again.
+    summary, lines = grade_class(class_dir, out, NO_GPU, gpus=[])
+    assert (summary.graded, summary.resumed) == (0, 2) and mtimes(out, ["ann", "ben"]) == before
+    assert "again" not in summary.line() and not any("again" in line for line in lines)
+
+    # A marker of an older version, without what ran: grade.json says (gpu null: no GPU stages).
+    old = {k: markers["ben"][k] for k in ("submission_sha256", "seed", "seconds", "graded_at")}
+    (out / "ben" / ".done").write_text(json.dumps(old))
+    assert batch.regrade_reason(out / "ben", ["0"]) == "graded before without a GPU"
+    assert batch.regrade_reason(out / "ben", []) is None
+    graded_on_gpu = tmp_path / "ben-on-a-gpu"
+    shutil.copytree(out / "ben", graded_on_gpu)
+    detail = json.loads((graded_on_gpu / "grade.json").read_text())
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b2c3d-0000-1111-2222-333344445555"}
+    (graded_on_gpu / "grade.json").write_text(json.dumps({**detail, "gpu": gpu}))
+    assert batch.regrade_reason(graded_on_gpu, ["0"]) is None
+
+    # ann's marker as a grading on another GPU, against another calibration,
+    # leaves it: those grades stand wherever this run grades.
+    (out / "ann" / ".done").write_text(json.dumps({**markers["ann"], "gpu_stages": True, "gpu_name": gpu["name"],
+                                                  "gpu_uuid": gpu["uuid"], "calibration": "0123456789abcdef"}))
+    assert batch.regrade_reason(out / "ann", ["0"]) is None
+
+    # A run that has a GPU (here only listed: the grading finds none, and says so) grades ben again.
+    summary, lines = grade_class(class_dir, out, NO_GPU, gpus=["0"])
+    assert (summary.graded, summary.resumed, summary.again) == (1, 1, {"graded before without a GPU": 1})
+    assert summary.line().startswith("1 graded (1 graded again: graded before without a GPU), 1 already graded in ")
+    assert any(line.startswith("tilelab batch: 1 to grade (1 to grade again: graded before without a GPU), "
+                               "1 already graded, on GPU 0") for line in lines)
+    (progress,) = [line for line in lines if line.startswith("[")]
+    assert progress.startswith("[1/1] ben: ") and progress.endswith(", graded again: graded before without a GPU (GPU 0)")
+    after = mtimes(out, ["ann", "ben"])
+    assert after["ann"] == before["ann"] and after["ben"] != before["ben"]
+    assert set(json.loads((out / "ben" / ".done").read_text())) >= {"gpu_stages", "gpu_uuid", "calibration"}
+
+
+def test_the_gradebook_says_when_answers_yaml_could_not_be_read(tmp_path):
+    """One unquoted ': ' in a text answer: every question scores 0, and the
+    gradebook says it is the file, not the answers."""
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    student(class_dir, "ben", SUBMISSIONS / "answers-malformed")
+    student(class_dir, "cal", SUBMISSIONS / "answers-partial")
+    grade_class(class_dir, out, NO_GPU, gpus=[])
+    book = {r["student"]: r for r in read_book(out)}
+    assert book["ben"]["answers problem"] == "answers.yaml is not valid YAML (line 14)"
+    assert float(book["ben"]["questions"]) == 0 and book["ben"]["status"] == GRADED
+    assert book["cal"]["answers problem"] == "" and float(book["cal"]["questions"]) > 0
+    batch.gradebook_only(class_dir, out, root=ROOT)  # collected again from grade.json: the same cells
+    assert {r["student"]: r["answers problem"] for r in read_book(out)} == {
+        "ben": "answers.yaml is not valid YAML (line 14)", "cal": ""}
 
 
 def test_one_seed_for_every_submission_and_every_rerun(tmp_path):
@@ -391,18 +466,22 @@ def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
     (class_dir / "ann").mkdir(parents=True)
     (out / "ann").mkdir(parents=True)
     (out / "ann" / "results.json").write_text(json.dumps({"score": 126.0, "tests": []}))
-    calibration = {"rule": "reference", "device_name": "NVIDIA H100 80GB HBM3",
+    calibration = {"rule": "reference", "device_name": "NVIDIA H100 80GB HBM3", "fingerprint": "0123456789abcdef",
                    "references": {"naive 4096x4096x4096": 5300.0, "tiled 4096x4096x4096": 9256.0,
                                   "cublas 4096x4096x4096": 51661.0, "cublas 2048x4096x8192": 51929.0},
                    "full_credit_from": {"naive 4096x4096x4096": 4240.0, "tiled 4096x4096x4096": 7404.8,
                                         "challenge 4096x4096x4096": 41328.8, "challenge 2048x4096x8192": 41543.2}}
     detailed = {"score": 126.0, "max_score": 126.0, "seed": 7, "seconds": 26.1, "answers": None,
-                "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "calibration": calibration,
+                "gpu": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b"}, "calibration": calibration,
                 "parts": [{"id": "naive", "score": 15.0}, {"id": "tiled", "score": 25.0}]}
     (out / "ann" / "grade.json").write_text(json.dumps(detailed))
     row = batch.collect_row("ann", out / "ann", ["naive", "tiled"])
     assert row.gpu == "NVIDIA H100 80GB HBM3"
     assert row.targets == "naive 4240; tiled 7405; challenge 4096x4096x4096 41329; challenge 2048x4096x8192 41543"
+    # What such a grading's marker records: the GPU stages ran, on this GPU, against this calibration.
+    assert batch._what_ran(detailed) == {"gpu_stages": True, "gpu_name": "NVIDIA H100 80GB HBM3",
+                                         "gpu_uuid": "GPU-0a1b", "calibration": "0123456789abcdef"}
+    assert batch.regrade_reason(out / "ann", ["0"]) is None  # no marker: as an older one, from grade.json
     (out / "ann" / "grade.json").write_text(json.dumps({**detailed, "calibration": {**calibration, "rule": "estimate"}}))
     assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets.startswith("naive ~4240; tiled ~7405")
     summary = batch.gradebook_only(class_dir, out, root=ROOT)
@@ -479,8 +558,12 @@ def test_the_batch_help_states_the_defaults_it_uses():
 
     from tilelab.cli import main
 
-    text = CliRunner().invoke(main, ["batch", "--help"]).output
-    assert f"[default: {batch.DEFAULT_JOBS}]" in text and f"[default: {batch.DEFAULT_IN_FLIGHT}," in " ".join(text.split())
+    from tilelab.system.cpu_share import GRADINGS_AT_ONCE_WORDS, gradings_at_once
+
+    text = " ".join(CliRunner().invoke(main, ["batch", "--help"]).output.split())
+    assert f"[default: {GRADINGS_AT_ONCE_WORDS}]" in text and f"[default: {batch.DEFAULT_IN_FLIGHT}," in text
+    # What the words say, on machines from a laptop to a GPU node.
+    assert [gradings_at_once(cpus) for cpus in (1, 2, 4, 6, 8, 16, 128)] == [2, 2, 2, 3, 4, 8, 8]
 
 
 def test_gradings_side_by_side_get_a_sandbox_user_each_or_fewer_at_a_time():

@@ -12,9 +12,18 @@ the overlap. Without a GPU, `jobs` workers grade everything that needs none
 (static checks, build, questions).
 
 A run can be stopped and started again: OUT/<student>/.done is written last,
-after every output, and holds a digest of the submission's files and the
-seed; a submission whose marker matches is not graded again. OUT/gradebook.csv
-is rewritten after every submission, so an interruption loses nothing.
+after every output, and holds a digest of the submission's files, the seed
+and what ran: the GPU stages or not, the GPU's name and UUID, the
+calibration's fingerprint. A submission whose marker matches is not graded
+again, unless it was graded without a GPU and this run has GPUs (--gpus,
+CUDA_VISIBLE_DEVICES or `nvidia-smi -L`): a class graded on a CPU node gets
+its GPU grades on a GPU node. Another GPU or calibration is no reason, since a
+grading's targets are fractions of what the references reach on its own GPU
+(the gradebook names both), and a rerun after an interruption grades only
+what is left; --force grades everything again. An older marker, without
+these fields, reads what ran from grade.json (gpu null: no GPU stages).
+OUT/gradebook.csv is rewritten after every submission, so an interruption
+loses nothing; its last column says when answers.yaml was missing or unreadable.
 
 When a part is scored against cuBLAS, OUT/leaderboard.csv and
 OUT/leaderboard.html rank the class on it (outputs/leaderboard.py), written
@@ -58,6 +67,7 @@ from ..outputs.leaderboard import (LEADERBOARD_FILES, alias, class_board, leader
                                    result_from_dict, write_board)
 from ..spec.assignment import Assignment, AssignmentError, load_assignment
 from ..system.atomic import write_atomically
+from ..system.cpu_share import gradings_at_once
 from ..system.gpu_lock import GpuLock
 from ..system.paths import ASSIGNMENT_FILE, unbuilt_reason
 from ..system.sandbox import SANDBOX_USERS, Sandbox, SandboxError, sandbox_for_this_process, side_by_side
@@ -67,7 +77,6 @@ GRADEBOOK_FILE = "gradebook.csv"
 SLURM_LOGS = "slurm-logs"
 # Where docker/Dockerfile installs the grader; the image sets TILELAB_ROOT beside it.
 IMAGE_TILELAB = "/autograder/source/.venv/bin/tilelab"
-DEFAULT_JOBS = 2
 # Hand-ins graded at once on each GPU. Timing takes the GPU alone and one
 # hand-in at a time; while it runs, the others build (CPU) and wait to share
 # the GPU for their cases and sanitizers: a pipeline, not a queue.
@@ -84,6 +93,7 @@ _GRADER_ERROR_TEST = error_results("")["tests"][0]["name"]
 _SLURM_UNSAFE_PATH = re.compile(r"[\s:,'\"\\$`]")
 
 GRADED = "graded"
+WITHOUT_GPU = "graded before without a GPU"  # the one reason a matching marker is graded again
 GRADER_ERROR = "grader error"
 NOT_YET = "skipped: not graded yet"
 
@@ -113,8 +123,10 @@ class Row:
     seconds: Optional[float] = None
     gpu: str = ""  # the GPU that graded it
     targets: str = ""  # the full-credit speed targets there, GFLOP/s per part ("naive 4235; tiled 7353")
+    answers_problem: str = ""  # why answers.yaml was not read (missing, not valid YAML...), in a few words
     detail: str = ""  # for the summary (a grader error's message); not in the CSV
     resumed: bool = False  # graded by an earlier run
+    again: str = ""  # why an earlier run's grading was graded again (regrade_reason); not in the CSV
 
 
 @dataclass
@@ -137,6 +149,11 @@ class BatchSummary:
         return sum(r.resumed for r in self.rows)
 
     @property
+    def again(self) -> Counter:
+        """Graded again in this run, by reason."""
+        return Counter(r.again for r in self.rows if r.again and r.status == GRADED)
+
+    @property
     def errors(self) -> int:
         # Only a successful grading is ever resumed, so these are all from this run.
         return sum(r.status == GRADER_ERROR for r in self.rows)
@@ -154,6 +171,8 @@ class BatchSummary:
         ran = [r for r in self.rows if r.status in (GRADED, GRADER_ERROR) and r.seconds is not None
                and not r.resumed]
         text = f"{self.graded} graded"
+        if self.again:
+            text += f" ({_again_text(self.again, 'graded')})"
         if self.resumed:
             text += f", {self.resumed} already graded"
         if self.errors:
@@ -322,6 +341,25 @@ def _marker(out: Path) -> Optional[dict]:
     return doc if isinstance(doc, dict) else None
 
 
+def _what_ran(detailed) -> dict:
+    """What ran, as a marker records it, from a grading's grade.json (all None, unknown, if it is unreadable)."""
+    if not isinstance(detailed, dict):
+        return dict.fromkeys(("gpu_stages", "gpu_name", "gpu_uuid", "calibration"))
+    gpu, calibration = (detailed.get(k) if isinstance(detailed.get(k), dict) else {} for k in ("gpu", "calibration"))
+    return {"gpu_stages": bool(gpu), "gpu_name": gpu.get("name"), "gpu_uuid": gpu.get("uuid"),
+            "calibration": calibration.get("fingerprint")}
+
+
+def regrade_reason(out: Path, gpus: list) -> Optional[str]:
+    """Why a grading whose marker matches the files and the seed is graded
+    again by a run on `gpus` (find_gpus, --gpus), or None; the module's
+    docstring says why "graded before without a GPU" is the only reason."""
+    ran = (_marker(out) or {}).get("gpu_stages")
+    if not isinstance(ran, bool):  # a marker from before it was recorded
+        ran = _what_ran(_read_json(out / "grade.json"))["gpu_stages"]
+    return WITHOUT_GPU if ran is False and gpus else None
+
+
 def _already_graded(out: Path, digest: str, seed: Optional[int]) -> bool:
     """Graded before from these very files, with the seed asked for now (any
     seed when none is asked for: that grading's fresh seed stands)."""
@@ -348,6 +386,8 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
     marker = _marker(out) or {}
     try:
         answers = detailed.get("answers")
+        # Set where the file as a whole was not read: all question points lost to one typo or a missing file.
+        problem = answers.get("status") not in (None, "read") if isinstance(answers, dict) else False
         return Row(
             student, GRADED,
             total=float(detailed["score"]), max=float(detailed["max_score"]),
@@ -357,6 +397,7 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
             seconds=float(marker.get("seconds", detailed.get("seconds", 0.0))),
             gpu=str((detailed.get("gpu") or {}).get("name", "")),
             targets=_targets_cell(detailed.get("calibration")),
+            answers_problem=str(answers.get("summary") or answers["status"]) if problem else "",
         )
     except (KeyError, TypeError, ValueError):
         return Row(student, "skipped: grade.json is unreadable")
@@ -400,7 +441,8 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
     shutil.rmtree(out / "work", ignore_errors=True)
     seconds = round(time.monotonic() - clock, 1)
     marker = {"submission_sha256": digest, "seed": seed, "seconds": seconds,
-              "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+              "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              **_what_ran(_read_json(out / "grade.json"))}
     # Last: the marker's presence means every output above is whole.
     write_atomically(out / DONE_FILE, json.dumps(marker, indent=2) + "\n")
     return collect_row(student.name, out, ctx["part_ids"])
@@ -424,12 +466,12 @@ def write_gradebook(path: Path, rows: list, part_ids: list) -> None:
     text = io.StringIO()
     writer = csv.writer(text)
     writer.writerow(["student", "total", "max", *part_ids, "questions", "seed", "status", "seconds", "gpu",
-                     "full-credit targets (GFLOP/s)"])
+                     "full-credit targets (GFLOP/s)", "answers problem"])
     for r in rows:
         writer.writerow([_student_cell(r.student), _cell(r.total), _cell(r.max),
                          *(_cell(r.parts.get(p)) for p in part_ids), _cell(r.questions),
                          "" if r.seed is None else r.seed, r.status,
-                         "" if r.seconds is None else f"{r.seconds:.1f}", r.gpu, r.targets])
+                         "" if r.seconds is None else f"{r.seconds:.1f}", r.gpu, r.targets, r.answers_problem])
     write_atomically(path, text.getvalue())
 
 
@@ -560,10 +602,17 @@ class _LiveProgress:
 
 def _describe(row: Row) -> str:
     if row.status == GRADED:
-        return f"{row.total:g}/{row.max:g} in {row.seconds:.1f} s"
-    if row.status == GRADER_ERROR:
-        return f"grader error ({row.detail})" if row.detail else "grader error"
-    return row.status
+        text = f"{row.total:g}/{row.max:g} in {row.seconds:.1f} s"
+    elif row.status == GRADER_ERROR:
+        text = f"grader error ({row.detail})" if row.detail else "grader error"
+    else:
+        text = row.status
+    return f"{text}, graded again: {row.again}" if row.again else text
+
+
+def _again_text(reasons: Counter, verb: str) -> str:
+    """'3 graded again: graded before without a GPU', a clause per reason."""
+    return "; ".join(f"{n} {verb} again: {why}" for why, n in reasons.items())
 
 
 def _duration(seconds: float) -> str:
@@ -604,7 +653,7 @@ def run_batch(
     out_dir: Path,
     seed: Optional[int] = None,
     gpus: Optional[list] = None,
-    jobs: int = DEFAULT_JOBS,
+    jobs: Optional[int] = None,
     in_flight: Optional[int] = None,
     force: bool = False,
     answer_key: Optional[Path] = None,
@@ -630,6 +679,7 @@ def run_batch(
     unbuilt = unbuilt_reason(build_dir)
     if unbuilt:
         raise BatchError(unbuilt)
+    jobs = gradings_at_once() if jobs is None else jobs
     if jobs < 1 or (in_flight is not None and in_flight < 1):
         raise BatchError("--jobs and --in-flight must be at least 1")
     if sandbox is None:
@@ -666,13 +716,16 @@ def run_batch(
             rows[s.name] = Row(s.name, f"skipped: the submission cannot be read ({e.strerror or e})")
             log(f"{s.name}: {rows[s.name].status}")
             continue
+        why = None
         if not force and _already_graded(out_dir / s.name, digest, seed):
-            rows[s.name] = dataclasses.replace(collect_row(s.name, out_dir / s.name, part_ids), resumed=True)
-            continue
+            why = regrade_reason(out_dir / s.name, gpus)
+            if why is None:
+                rows[s.name] = dataclasses.replace(collect_row(s.name, out_dir / s.name, part_ids), resumed=True)
+                continue
         rows[s.name] = Row(s.name, NOT_YET)
         # Without --seed every submission gets its own fresh seed, chosen here
         # so that the gradebook has it even when the grader fails.
-        todo.put((s, digest, seed if seed is not None else fresh_seed()))
+        todo.put((s, digest, seed if seed is not None else fresh_seed(), why or ""))
 
     def book() -> None:
         write_gradebook(gradebook, [rows[s.name] for s in students], part_ids)
@@ -683,7 +736,9 @@ def run_batch(
                                                        else "") if gpus else
              f"{len(workers)} worker{'s' if len(workers) != 1 else ''}, no GPU (GPU stages not run)")
     resumed = sum(r.resumed for r in rows.values())
-    log(f"tilelab batch: {total} to grade, {resumed} already graded, on {where}")
+    again = Counter(item[3] for item in todo.queue if item[3])
+    again_text = f" ({_again_text(again, 'to grade')})" if again else ""
+    log(f"tilelab batch: {total} to grade{again_text}, {resumed} already graded, on {where}")
 
     finished: "queue.Queue" = queue.Queue()
     stop = threading.Event()
@@ -698,7 +753,7 @@ def run_batch(
     def work(worker: _Worker) -> None:
         while not stop.is_set():
             try:
-                student, digest, student_seed = todo.get_nowait()
+                student, digest, student_seed, why = todo.get_nowait()
             except queue.Empty:
                 break
             display.start(worker, student.name)
@@ -707,7 +762,7 @@ def run_batch(
                                  lambda stage, name=student.name: display.stage(worker, name, stage))
             except Exception as e:  # noqa: BLE001 - e.g. OUT/<student> could not be made: one row, not the batch
                 row = Row(student.name, GRADER_ERROR, seed=student_seed, detail=f"{type(e).__name__}: {e}")
-            finished.put((worker, row))
+            finished.put((worker, dataclasses.replace(row, again=why)))
         display.idle(worker)
 
     # Daemon threads: a second Ctrl-C leaves at once instead of waiting for them.

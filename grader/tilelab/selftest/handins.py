@@ -26,6 +26,7 @@ from typing import Callable, Optional
 import yaml
 
 from ..grading.grade import GradeOptions, build_jobs_each, grade
+from ..system.cpu_share import gradings_at_once
 from ..grading.model import STAGES, GradeResult, PartResult
 from ..outputs.report import write_reports
 from ..spec.answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
@@ -309,10 +310,11 @@ def run_selftest(
     out_dir: Path,
     *,
     names: tuple = (),
-    jobs: int = 4,
+    jobs: Optional[int] = None,
     echo: Callable[[str], None] = print,
 ) -> tuple:
-    """Grades every hand-in and returns (rows, gpu_present)."""
+    """Grades every hand-in, `jobs` at once (default: gradings_at_once()), and returns (rows, gpu_present)."""
+    jobs = jobs or gradings_at_once()
     from ..spec.assignment import load_assignment
     from ..system.paths import ASSIGNMENT_FILE
 
