@@ -9,7 +9,10 @@ from pathlib import Path
 
 import click
 
-from .spec.assignment import AssignmentError, load_assignment
+from . import __version__
+from .spec.answers import ANSWERS_FILE
+from .spec.assignment import Assignment, AssignmentError, load_assignment
+from .system.cpu_share import GRADINGS_AT_ONCE_WORDS
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
 from .system.setup_errors import SetupError
 
@@ -45,9 +48,14 @@ class _Commands(click.Group):
 
 @click.group(cls=_Commands)
 @click.option("--root", type=click.Path(file_okay=False), help="Project root (default: found from the working directory).")
+@click.version_option(__version__, prog_name="tilelab")
 @click.pass_context
 def main(ctx: click.Context, root: str | None) -> None:
-    """tilelab: a CUDA matrix-multiplication lab and its autograder."""
+    """tilelab: a CUDA matrix-multiplication lab and its autograder.
+
+    Every command that writes files takes --out DIR, by default BUILD/<command>
+    (BUILD: --build, else ROOT/build); every command that grades several
+    hand-ins at once takes --jobs N."""
     ctx.obj = {"root": root}
 
 
@@ -85,8 +93,35 @@ def _load(root: Path):
         raise click.ClickException(str(e)) from None
 
 
+def _build_path(root: Path, build_dir: str | None) -> Path:
+    return Path(build_dir).resolve() if build_dir else root / "build"
+
+
+def _out_path(out_dir: str | None, build: Path, command: str) -> Path:
+    """The one convention for where a command writes: --out, else BUILD/<command>."""
+    return Path(out_dir).resolve() if out_dir else build / command
+
+
+def _out_option(what: str, command: str):
+    return click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+                        help=f"Where {what} go (default: BUILD/{command}).")
+
+
+def _jobs_option(what: str = "Hand-ins graded at once"):
+    return click.option("--jobs", type=click.IntRange(min=1), default=None,
+                        help=f"{what} [default: {GRADINGS_AT_ONCE_WORDS}].")
+
+
+def _part_ids(assignment: Assignment, names: tuple) -> tuple:
+    """The ids of the parts a person named (by id or by file); an unknown name is a usage error."""
+    try:
+        return tuple(dict.fromkeys(assignment.part_named(n).id for n in names))
+    except AssignmentError as e:
+        raise click.BadParameter(str(e), param_hint="'--part'") from None
+
+
 def _build_dir(root: Path, build_dir: str | None) -> Path:
-    build = Path(build_dir).resolve() if build_dir else root / "build"
+    build = _build_path(root, build_dir)
     unbuilt = unbuilt_reason(build)
     if unbuilt:
         raise click.ClickException(f"{unbuilt}: run ./scripts/bootstrap, or cmake --build {build}")
@@ -99,11 +134,11 @@ _BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=F
 
 @main.command()
 @click.argument("submission", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where results.json and the reports go (default: ./tilelab-results).")
+@_out_option("results.json and the reports", "grade")
 @_BUILD_OPTION
 @click.option("--seed", type=int, default=None, help="Input seed (default: a fresh one; give one to regrade identically).")
-@click.option("--part", "parts", multiple=True, help="Grade only this part (repeatable).")
+@click.option("--part", "parts", multiple=True,
+              help="Grade only this part, by id or file (repeatable); the questions are graded only without --part.")
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer (faster; those stages show as not run).")
 @click.option("--answer-key", type=click.Path(dir_okay=False), default=None,
               help="The answer key (default: ROOT/solutions/answers.yaml, or ROOT/key/answers.yaml).")
@@ -114,12 +149,14 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
           parts: tuple, no_sanitizers: bool, answer_key: str | None, results_format: str) -> None:
     """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
     root = _root(ctx.obj["root"])
-    out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-results"
-    device = _device_probe(Path(build_dir).resolve() if build_dir else root / "build")
+    build = _build_path(root, build_dir)
+    out = _out_path(out_dir, build, "grade")
+    device = _device_probe(build)
+    parts = _part_ids(_load(root), parts)
     from .operations.grading_run import run_grading
 
     outcome = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
-                          parts=parts, sanitizers=not no_sanitizers, echo=click.echo,
+                          parts=parts, questions=not parts, sanitizers=not no_sanitizers, echo=click.echo,
                           answer_key=Path(answer_key).resolve() if answer_key else None,
                           results_format=results_format, device_probe=device)
     sys.exit(outcome.code)
@@ -127,15 +164,13 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 
 @main.command()
 @click.argument("class_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where OUT/<student>/ and gradebook.csv go (default: ./tilelab-batch).")
+@_out_option("OUT/<student>/ and gradebook.csv", "batch")
 @_BUILD_OPTION
 @click.option("--seed", type=int, default=None,
               help="One input seed for every submission and every rerun (default: a fresh one each).")
 @click.option("--gpus", default=None, help="GPUs to grade on, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else all "
                                            "that nvidia-smi -L lists); one worker each.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None,
-              help="Workers when there is no GPU (with GPUs: see --in-flight) [default: 2].")
+@_jobs_option("Hand-ins graded at once where there is no GPU (with GPUs: --in-flight)")
 @click.option("--in-flight", type=click.IntRange(min=1), default=None,
               help="Hand-ins graded at once on each GPU: while one is timed, with the GPU to itself, the others "
                    "build and run their cases; each needs a sandbox user of its own when root [default: 3, fewer "
@@ -155,7 +190,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
     from .operations import batch as batch_mod
 
     root = _root(ctx.obj["root"])
-    out = Path(out_dir).resolve() if out_dir else Path.cwd() / "tilelab-batch"
+    out = _out_path(out_dir, _build_path(root, build_dir), "batch")
     try:
         if slurm_script:
             script, student_list, refused = batch_mod.write_slurm(Path(class_dir), out, Path(slurm_script), root=root,
@@ -173,7 +208,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
         build = _build_dir(root, build_dir)
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
                                       gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
-                                      jobs=jobs or batch_mod.DEFAULT_JOBS,
+                                      jobs=jobs,
                                       in_flight=in_flight, force=force,
                                       answer_key=Path(answer_key).resolve() if answer_key else None)
     except batch_mod.BatchError as e:
@@ -195,32 +230,35 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 @main.command()
 @click.argument("part", required=False)
 @click.option("--dir", "work_dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Directory holding your part files (default: ROOT/starter).")
+              help="Directory holding your part files (default: ROOT/starter, or the folder of the file named).")
 @_BUILD_OPTION
+@_out_option("report.md, report.html and grade.json", "check")
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer for a faster answer.")
 @click.option("--fast", is_flag=True, help="Only build and run the public cases: no compute-sanitizer, no timing "
                                            "(the quickest answer while you edit; those stages show as not run).")
 @click.pass_context
-def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None,
+def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None, out_dir: str | None,
           no_sanitizers: bool, fast: bool) -> None:
-    """Run the public cases of one part (or all) on this machine's GPU."""
+    """Run the public cases of one part (or all) on this machine's GPU.
+
+    PART is a part's id or its file (naive, naive.cu, starter/naive.cu), or
+    answers.yaml alone; without PART every part and answers.yaml."""
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
-    device = _device_probe(build)
+    assignment = _load(root)
+    part_ids, answers_only, file_dir = _check_target(assignment, part)
+    device = None if answers_only else _device_probe(build)
     from .grading.grade import GradeOptions, write_detailed_json
     from .grading.grade import grade as run_grade
-    from .outputs.check_view import print_check
+    from .outputs.check_view import check_passed, print_check
     from .outputs.report import prepare_in_background, write_reports
 
-    assignment = _load(root)
-    if part is not None:
-        try:
-            assignment.part(part)
-        except AssignmentError as e:
-            raise click.ClickException(str(e)) from None
-    submission = Path(work_dir).resolve() if work_dir else root / "starter"
-    out = build / "check"
-    opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=(part,) if part else (),
+    if work_dir and file_dir and Path(work_dir).resolve() != file_dir:
+        raise click.UsageError(f"{part} is not in --dir {work_dir}: name the part alone, or drop --dir")
+    submission = Path(work_dir).resolve() if work_dir else file_dir or root / "starter"
+    out = _out_path(out_dir, build, "check")
+    opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=part_ids,
+                       answers_only=answers_only, questions=part is None,
                        sanitizers=not (no_sanitizers or fast), timing=not fast,
                        progress=lambda m: click.echo(f"... {m}", err=True), while_timing=prepare_in_background,
                        device_probe=device)
@@ -229,7 +267,22 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     write_detailed_json(result, out / "grade.json")  # when each phase ran: tilelab bench reads it
     print_check(result)
     click.echo(f"full report: {out / 'report.md'}")
-    sys.exit(0 if all(p.failed_stage is None for p in result.parts) and result.gpu else 1)
+    sys.exit(0 if check_passed(result) else 1)
+
+
+def _check_target(assignment: Assignment, name: str | None) -> tuple:
+    """(part ids, answers.yaml alone?, the folder of a file named by its path
+    or None) for what `check` was asked to check."""
+    if name is None:
+        return (), False, None
+    path = Path(name)
+    if path.name in (ANSWERS_FILE, Path(ANSWERS_FILE).stem):
+        return (), True, path.resolve().parent if path.is_file() else None
+    try:
+        part = assignment.part_named(name)
+    except AssignmentError as e:
+        raise click.BadParameter(str(e), param_hint="'PART'") from None
+    return (part.id,), False, path.resolve().parent if path.name == part.file and path.is_file() else None
 
 
 def _device_probe(build: Path):
@@ -311,8 +364,7 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
 
 @main.command()
 @_BUILD_OPTION
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where the gradings and bench.json go (default: BUILD/bench).")
+@_out_option("the gradings and bench.json", "bench")
 @click.option("--gpus", default=None, help="GPUs to grade on, as for `tilelab batch` (default: all).")
 @click.option("--in-flight", type=click.IntRange(min=1), default=None,
               help="Hand-ins graded at once on each GPU, as for `tilelab batch` [default: 3].")
@@ -326,7 +378,7 @@ def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: 
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
-    out = Path(out_dir).resolve() if out_dir else build / "bench"
+    out = _out_path(out_dir, build, "bench")
     try:
         result = run_bench(root, build, out, gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
                            log=lambda m: click.echo(m, err=True), in_flight=in_flight)
@@ -339,9 +391,8 @@ def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: 
 @main.command()
 @click.argument("names", nargs=-1)
 @_BUILD_OPTION
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where the gradings go (default: BUILD/selftest).")
-@click.option("--jobs", type=int, default=4, show_default=True, help="Hand-ins graded at the same time.")
+@_out_option("the gradings", "selftest")
+@_jobs_option()
 @click.pass_context
 def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: str | None, jobs: int) -> None:
     """Grade the known-good and known-bad hand-ins of tests/submissions and
@@ -350,7 +401,7 @@ def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: s
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
-    out = Path(out_dir).resolve() if out_dir else build / "selftest"
+    out = _out_path(out_dir, build, "selftest")
     try:
         rows, gpu = run_selftest(root, build, out, names=names, jobs=jobs, echo=lambda m: click.echo(m, err=True))
     except SelftestError as e:
@@ -363,43 +414,43 @@ def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: s
 @main.command()
 @click.option("--variant", type=click.Choice(["student", "ta"]), default="student", show_default=True,
               help="The TA variant adds the answer key and the hidden cases.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where handout.md, .html and .pdf go (default: ROOT/build/handout).")
+@_BUILD_OPTION
+@_out_option("handout.md, .html and .pdf", "handout")
 @click.pass_context
-def handout(ctx: click.Context, variant: str, out_dir: str | None) -> None:
+def handout(ctx: click.Context, variant: str, build_dir: str | None, out_dir: str | None) -> None:
     """Render the handout from assignment.yaml, the starter files and the questions."""
     from .authoring.handout import write_handouts
 
     root = _root(ctx.obj["root"])
-    out = Path(out_dir).resolve() if out_dir else root / "build" / "handout"
+    out = _out_path(out_dir, _build_path(root, build_dir), "handout")
     for path in write_handouts(_load(root), root, out, variant=variant).values():
         click.echo(f"wrote {path}")
 
 
 @main.command()
 @click.argument("bundle", type=click.Choice(["student", "autograder"]))
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
-              help="The bundle file (default: ROOT/build/dist/...).")
+@_BUILD_OPTION
+@_out_option("the bundle (tilelab-NAME-student.tar.gz or tilelab-NAME-autograder.zip)", "dist")
 @click.pass_context
-def dist(ctx: click.Context, bundle: str, out_path: str | None) -> None:
+def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | None) -> None:
     """Build the student tarball or the Gradescope autograder zip."""
-    from .authoring.dist import DistError, autograder_bundle, refuse_edited_starter, student_bundle
+    from .authoring.dist import DistError, autograder_bundle, bundle_name, refuse_edited_starter, student_bundle
 
     root = _root(ctx.obj["root"])
     assignment = _load(root)
-    dist_dir = root / "build" / "dist"
+    build = _build_path(root, build_dir)
+    out = _out_path(out_dir, build, "dist")
     try:
         refuse_edited_starter(root, assignment)  # before the handout, which shows the starter's code
         if bundle == "student":
             from .authoring.handout import write_handouts
 
-            out = Path(out_path).resolve() if out_path else dist_dir / f"tilelab-{assignment.name}-student.tar.gz"
-            handout_dir = dist_dir / "handout"
+            handout_dir = out / "handout"
             write_handouts(assignment, root, handout_dir, variant="student")
-            made = student_bundle(root, out, handout_dir)
+            made = student_bundle(root, out / bundle_name(assignment, bundle), handout_dir)
         else:
-            out = Path(out_path).resolve() if out_path else dist_dir / f"tilelab-{assignment.name}-autograder.zip"
-            made = autograder_bundle(root, out)
+            made = autograder_bundle(root, out / bundle_name(assignment, bundle),
+                                     objects_tree=build / "dist" / "reference-objects")
     except DistError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"wrote {made} ({made.stat().st_size / 1e6:.1f} MB)")
@@ -407,16 +458,17 @@ def dist(ctx: click.Context, bundle: str, out_path: str | None) -> None:
 
 @main.command()
 @_BUILD_OPTION
+@_out_option("the bundles and gradings of the gates", "gates")
 @click.option("--which", type=click.Choice(["all", "cpu", "gpu"]), default="all", show_default=True,
               help="cpu: starter and bundles (what CI runs); gpu: the grading gates.")
 @click.pass_context
-def gates(ctx: click.Context, build_dir: str | None, which: str) -> None:
+def gates(ctx: click.Context, build_dir: str | None, out_dir: str | None, which: str) -> None:
     """Check that starter, handout, bundles and autograder agree (GPU gates run where a GPU is)."""
     from .authoring.gates import format_gates, run_gates
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
-    results = run_gates(root, build, build / "gates", which=which,
+    results = run_gates(root, build, _out_path(out_dir, build, "gates"), which=which,
                         progress=lambda m: click.echo(f"... {m}", err=True))
     click.echo(format_gates(results))
     if any(g.status == "failed" for g in results):

@@ -159,11 +159,11 @@ def test_a_solved_starter_is_refused_by_both_bundles_and_names_the_fix(root, tmp
         assert not out.exists()
 
     cli = subprocess.run([sys.executable, "-m", "tilelab.cli", "--root", str(project), "dist", "student",
-                          "--out", str(tmp_path / "s.tar.gz")], capture_output=True, text=True,
+                          "--out", str(tmp_path / "dist")], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root / "grader")})
     assert cli.returncode == 1, cli.stderr
     assert "starter/naive.cu (edited)" in cli.stderr and "Traceback" not in cli.stderr
-    assert not (tmp_path / "s.tar.gz").exists() and not (project / "build" / "dist" / "handout").exists()
+    assert not (tmp_path / "dist").exists()  # neither the handout (which shows the starter) nor the bundle
 
     (project / "starter" / "notes.txt").unlink()
     (project / "starter" / "naive.cu").unlink()

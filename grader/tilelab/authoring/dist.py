@@ -51,6 +51,11 @@ class DistError(RuntimeError):
     """A bundle could not be made, or would break one of its promises."""
 
 
+def bundle_name(assignment, bundle: str) -> str:
+    """The file name of the "student" or "autograder" bundle."""
+    return f"tilelab-{assignment.name}-" + {"student": "student.tar.gz", "autograder": "autograder.zip"}[bundle]
+
+
 def _files(root: Path, entries: tuple) -> list:
     """(path in the project, absolute path) of every file under the entries, sorted."""
     out = []

@@ -52,7 +52,8 @@ from .build import RecipeError, SubmissionBuild
 from .build_cache import CHECK_POLICY, GRADE_POLICY, BuildCache
 from .diagnose import STATUS_HINTS, case_hints
 from .launch_checks import HOST_WORK_HINT, check_launches, check_timed_calls, launch_rows, shared_memory_untouched
-from .model import ESTIMATED_RULE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+from .model import (ESTIMATED_RULE, NO_DEVICE_NOTE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed,
+                    Stage)
 from .runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
 from .sanitizer import NO_SHARED_MEMORY, NOT_RUN_AFTER_TIMEOUT, run_sanitizer
 from .scoring import CUBLAS, IMPOSSIBLE_FRACTION, case_points, gflops, scored_time
@@ -100,6 +101,7 @@ class GradeOptions:
     sandbox: Optional[Sandbox] = None  # default: sandbox_for_this_process() (another user when root)
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
     answers_only: bool = False  # grade answers.yaml and no part (the self-test's answers hand-ins)
+    questions: bool = True  # grade answers.yaml too (off where a command checks some parts only)
     trusted: Optional[TrustedHarness] = None  # set by grade(): the trusted harness of its runs
     # Called as the speed stage starts: work for the grader's own CPU while the
     # GPU times one part after another and the grader mostly waits (the
@@ -191,17 +193,18 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
                                  timed, device_known) if states else None
         beside.shutdown(wait=False)
 
-        opt.progress("static checks")
+        if states:
+            opt.progress("static checks, then the build")
         with timed("static checks"):
             for s in states:
                 found = check_source(s.source, s.part)
                 s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=found.hints)
                 if found.ok:
                     s.kernels = found.kernels
+                    s.result.not_written = [str(t) for t in found.todos]
                 else:
                     s.skip_from("build", "not run: the static checks failed")
 
-        opt.progress("build")
         with timed("build"):
             _build(states, opt, assignment, work, lambda: _compute_capability(device_known))
         gpu = device_known.result() if gpu_side else None
@@ -251,7 +254,7 @@ def grade(submission: Path, opt: GradeOptions) -> GradeResult:
             _score(s)
 
         answers = None
-        if assignment.questions:
+        if assignment.questions and (opt.questions or opt.answers_only):
             opt.progress("questions")
             with timed("questions"):
                 answers = _answers(submission, assignment, opt)
@@ -509,8 +512,7 @@ def _probe_device(tool: Path, opt: GradeOptions, notes: list) -> Optional[dict]:
             return opt.device_probe.result()
         return roofline.device_info(tool, 60, _probe_env(opt))
     except roofline.NoDevice:
-        notes.append("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, "
-                     "speed) did not run, and score nothing.")
+        notes.append(NO_DEVICE_NOTE)
     except roofline.RooflineError as e:
         notes.append(f"The GPU probe failed ({e}): the GPU stages did not run.")
     return None

@@ -31,6 +31,8 @@ STAGE_TITLES = {
     "speed": "speed",
 }
 STATUSES = ("passed", "failed", "not_run", "error")
+NO_DEVICE_NOTE = ("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, speed) did "
+                  "not run, and score nothing.")
 # Where a speed target's reference figure comes from (calibration.py).
 MEASURED_RULE = "reference"  # the reference solution, timed on this GPU
 ESTIMATED_RULE = "estimate"  # no reference here: scaled from the grading GPU's published figures
@@ -117,6 +119,7 @@ class PartResult:
     launches: list = field(default_factory=list)  # CUPTI records of one correctness call, for the report
     hidden_total: int = 0  # hidden cases graded (their names stay hidden in student views)
     withheld_by: list = field(default_factory=list)  # stages whose failure took the correctness points
+    not_written: list = field(default_factory=list)  # the starter's TODO stubs left: "launchNaive (line 35)"
 
     @property
     def score(self) -> float:

@@ -52,6 +52,21 @@ _CONTRACT_NAMES = {"exit_code_for_cuda_error", "end_process", "fail_cuda_call", 
                    "to_int", "kExitCodeTable", "ExitCode", "ExitCodeInfo"}
 
 
+# The starter's stubs (include/tilelab/part.h): code a student has not written
+# yet, which fails loudly when reached. Found in code, not in comments.
+_TODO_MACRO = re.compile(r"\bTILELAB_(?:DEVICE_)?TODO\s*\(")
+_TODO_WHAT = re.compile(r"\bTILELAB_(?:DEVICE_)?TODO\s*\(\s*\"([A-Za-z_]\w*):")
+
+
+@dataclass(frozen=True)
+class Todo:
+    what: str  # the function the stub stands in, as its message names it ("launchNaive"), or ""
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.what or 'a TODO'} (line {self.line})"
+
+
 @dataclass
 class StaticResult:
     ok: bool
@@ -59,6 +74,7 @@ class StaticResult:
     details: str = ""
     hints: list = field(default_factory=list)
     kernels: set = field(default_factory=set)  # the __global__ functions a passing source defines
+    todos: list = field(default_factory=list)  # of Todo: the starter's stubs still in the code
 
 
 def strip_comments_and_strings(text: str) -> str:
@@ -200,7 +216,24 @@ def check_source(path: Path, part: Part) -> StaticResult:
             f"{name} defines no __global__ kernel",
             hints=["The work must run in a kernel of your own, launched by the launcher."],
         )
-    return StaticResult(True, f"{name}: {size} bytes, kernels: {', '.join(sorted(kernels))}", kernels=kernels)
+    summary = f"{name}: {size} bytes, kernels: {', '.join(sorted(kernels))}"
+    todos = todo_stubs(text, code)
+    if todos:
+        summary += "; not written yet: " + ", ".join(map(str, todos))
+    return StaticResult(True, summary, kernels=kernels, todos=todos)
+
+
+def todo_stubs(text: str, code: str) -> list:
+    """The TODO stubs left in a part file (`code`: its text without comments
+    and strings, line for line). Reaching one fails the run, so they tell a
+    student without a GPU what is still to write."""
+    lines = text.splitlines()
+    found = []
+    for m in _TODO_MACRO.finditer(code):
+        line = _line_of(code, m.start())
+        what = _TODO_WHAT.search(lines[line - 1]) if line <= len(lines) else None
+        found.append(Todo(what.group(1) if what else "", line))
+    return found
 
 
 def audit_object(object_file: Path) -> StaticResult:

@@ -9,9 +9,10 @@ instructor can fix the file without reading this code.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Optional
 
 import yaml
@@ -158,6 +159,20 @@ class Assignment:
                 return p
         known = ", ".join(p.id for p in self.parts)
         raise AssignmentError(f"no part named {part_id!r} (parts: {known})")
+
+    def part_named(self, name: str) -> Part:
+        """The part a person names: its id ("naive") or its file, with or
+        without a folder ("naive.cu", "starter/naive.cu"). The error suggests
+        the closest name."""
+        base = PurePath(name).name
+        for p in self.parts:
+            if name == p.id or base == p.file:
+                return p
+        names = [p.id for p in self.parts] + [p.file for p in self.parts]
+        close = difflib.get_close_matches(base, names, n=1)
+        known = ", ".join(p.id for p in self.parts)
+        suggestion = f"; did you mean {close[0]}?" if close else ""
+        raise AssignmentError(f"no part named {name!r} (parts: {known}, or their files{suggestion})")
 
 
 def _fail(where: str, what: str) -> None:
