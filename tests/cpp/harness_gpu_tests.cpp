@@ -330,6 +330,8 @@ TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
   EXPECT_TRUE(launched) << raw.at("api_calls").dump();
   EXPECT_TRUE(raw.at("api_calls_outside_call").empty()) << raw.at("api_calls_outside_call").dump();
   EXPECT_LT(raw.at("host_cpu_ms").get<double>(), 2.0);
+  // A quiet launcher writes nothing during its call (the count is the whole process's).
+  EXPECT_EQ(raw.at("printed_bytes"), 0) << raw.dump();
   double most = 0;
   for (const json& call : raw.at("timing").at("calls")) most = std::max(most, call.at("host_cpu_ms").get<double>());
   std::cout << "dynamic_smem 1024: host CPU " << raw.at("host_cpu_ms") << " ms on the correctness call, at most "

@@ -261,6 +261,8 @@ TEST(LauncherProtocol, AnInvocationCrossesTheWireAndAForgedOneDoesNot) {
   call.event_ms = 14.95;
   call.account.calls = {{"cudaLaunchKernel_v7000", 1}};
   call.account.host_cpu_ms = 0.02;
+  call.account.written_bytes = 120000000;
+  call.account.write_calls = 29297;
   KernelLaunch k;
   k.name = "tiledKernel(float const*, float const*, float*, int)";
   k.grid = {128, 128, 1};
@@ -277,6 +279,8 @@ TEST(LauncherProtocol, AnInvocationCrossesTheWireAndAForgedOneDoesNot) {
   EXPECT_EQ(back.window, 7u);
   EXPECT_EQ(back.launch_error, cudaErrorInvalidConfiguration);
   EXPECT_EQ(back.account.calls, call.account.calls);
+  EXPECT_EQ(back.account.written_bytes, 120000000);
+  EXPECT_EQ(back.account.write_calls, 29297);
   EXPECT_EQ(back.api_outside, call.api_outside);
   ASSERT_EQ(back.record.kernels.size(), 1u);
   EXPECT_EQ(back.record.kernels[0].name, k.name);

@@ -278,6 +278,41 @@ def test_host_cpu_time_outside_cuda_calls_is_held_to_the_floor_plus_a_share_of_t
     assert check_timed_calls(None) == []
 
 
+def test_printing_explains_host_time_and_keeps_the_points_but_arithmetic_does_not():
+    """Printing is not computing: a launcher that prints 120 MB a call used
+    180 ms of host CPU time per call on the H100 (the issue's report)."""
+    from tilelab.grading.launch_checks import (PRINT_NS_PER_BYTE, PRINT_US_PER_WRITE, PRINTING_HINT,
+                                               check_timed_calls, host_cpu_excess, host_time, timed_printing)
+    assert (PRINT_NS_PER_BYTE, PRINT_US_PER_WRITE) == (20.0, 5.0)
+    flood = host_time(180.0, 26.0, 120_000_000, 29_297)
+    assert flood.printing and not flood.excess and host_cpu_excess(180.0, 26.0, 120_000_000, 29_297) is None
+    # 2,400 ms for the bytes, 146 ms for the write calls, on top of the floor.
+    assert round(flood.print_ms) == 2546 and flood.limit_ms == 2.0 + 0.05 * 26.0
+    # The same host time with nothing printed, or beyond what the printing explains, is host arithmetic.
+    assert host_cpu_excess(180.0, 26.0) is not None and host_cpu_excess(180.0, 26.0, -1, -1) is not None
+    assert "and printed 1000 bytes while its kernels ran 0.010 ms (allowed: 2.0 ms, and 0.1 ms for its printing)" \
+        in host_cpu_excess(900.0, 0.01, 1000, 10)
+    assert host_cpu_excess(180.0, 26.0, "lots", None) is not None  # garbage buys no allowance
+
+    noisy = case("w17", [kernel("k()")])
+    noisy.update(launches_recorded=True, api_calls={}, host_cpu_ms=180.0, printed_bytes=120_000_000,
+                 print_calls=29_297)
+    found = check_launches({"cases": [noisy]}, "naive.cu", {"k"}, "any")
+    assert found.status == "passed" and not found.work_elsewhere and found.hints == [PRINTING_HINT]
+    assert "used 180.0 ms of host CPU time outside CUDA calls and printed 120.0 MB in one call" in found.summary
+    assert "printing is not computing, so it costs no points" in found.summary
+
+    timing = {"api_calls": {}, "api_calls_outside_call": {},
+              "calls": [{"call": 3, "host_cpu_ms": 175.0, "cupti_kernel_ms": 26.1, "printed_bytes": 120_000_000,
+                         "print_calls": 29_297},
+                        {"call": 4, "host_cpu_ms": 0.04, "cupti_kernel_ms": 26.1, "printed_bytes": 0,
+                         "print_calls": 0}]}
+    assert check_timed_calls(timing) == []
+    assert timed_printing(timing) == ("the launcher printed in 1 of 2 timed calls (up to 120.0 MB, 175 ms of host "
+                                      "CPU time in one call): that time is part of the part's time")
+    assert timed_printing({"calls": [{"host_cpu_ms": 0.04}]}) is None and timed_printing(None) is None
+
+
 def test_cuda_in_use_before_the_harness_started_fails_the_part():
     result = {"cases": [case("w17", [kernel("k()")])], "cuda_in_use_at_start": True}
     found = check_launches(result, "naive.cu", {"k"}, "any")

@@ -4,7 +4,12 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -28,6 +33,32 @@ struct Counts {
   }
 };
 
+// Bytes passed to write calls and their number, for the whole process
+// (/proc/self/io: wchar, syscw); known is false where it cannot be read.
+struct IoCounts {
+  bool known = false;
+  uint64_t bytes = 0;
+  uint64_t calls = 0;
+};
+
+IoCounts written_so_far() {
+  IoCounts io;
+  const int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io;
+  char text[512];
+  const ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (n <= 0) return io;
+  text[n] = '\0';
+  const char* wchar = std::strstr(text, "wchar:");
+  const char* syscw = std::strstr(text, "syscw:");
+  if (wchar == nullptr || syscw == nullptr) return io;
+  io.bytes = std::strtoull(wchar + 6, nullptr, 10);
+  io.calls = std::strtoull(syscw + 6, nullptr, 10);
+  io.known = true;
+  return io;
+}
+
 // Callbacks arrive on whatever thread makes the call, so the state they
 // touch is atomic; the rest is written by the main thread between calls.
 struct State {
@@ -39,6 +70,7 @@ struct State {
   std::atomic<uint64_t> cuda_cpu_ns{0};
   std::atomic<uint64_t> excluded_cpu_ns{0};
   uint64_t process_at_begin = 0;
+  IoCounts io_at_begin;
   Counts during_call;
   Counts outside_call;
 };
@@ -133,6 +165,7 @@ void ApiRecorder::begin_call() {
   State& s = state();
   s.cuda_cpu_ns.store(0);
   s.excluded_cpu_ns.store(0);
+  s.io_at_begin = written_so_far();
   s.process_at_begin = process_cpu_ns();
   s.measuring.store(true, std::memory_order_release);
 }
@@ -156,6 +189,11 @@ CallAccount ApiRecorder::end_call() {
   account.calls = drain(s.during_call);
   account.cuda_cpu_ms = cuda * 1e-6;
   account.host_cpu_ms = process > cuda + excluded ? (process - cuda - excluded) * 1e-6 : 0.0;
+  const IoCounts io = written_so_far();
+  if (s.io_at_begin.known && io.known && io.bytes >= s.io_at_begin.bytes && io.calls >= s.io_at_begin.calls) {
+    account.written_bytes = static_cast<int64_t>(io.bytes - s.io_at_begin.bytes);
+    account.write_calls = static_cast<int64_t>(io.calls - s.io_at_begin.calls);
+  }
   return account;
 }
 

@@ -27,6 +27,11 @@ struct CallAccount {
   ApiCounts calls;        // made while the launcher ran, by any thread
   double host_cpu_ms = 0;  // process CPU time of the call, less what CUDA calls and the recorders used
   double cuda_cpu_ms = 0;  // CPU time inside CUDA calls (any thread) during the call
+  // What the process wrote during the call (printing, by any thread), from
+  // /proc/self/io: printing costs host CPU time that is not arithmetic.
+  // -1 where the kernel does not tell.
+  int64_t written_bytes = -1;
+  int64_t write_calls = -1;
 };
 
 class ApiRecorder {

@@ -203,6 +203,8 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
   out.result["api_calls_outside_call"] = inv.api_outside;
   out.result["host_cpu_ms"] = inv.account.host_cpu_ms;
   out.result["cuda_cpu_ms"] = inv.account.cuda_cpu_ms;
+  out.result["printed_bytes"] = inv.account.written_bytes;
+  out.result["print_calls"] = inv.account.write_calls;
   // A fault, or the launcher's process gone: nothing more can run.
   if (call_code == ExitCode::kKernelFault || inv.ended != ExitCode::kOk) {
     return finish(std::move(out), call_code, message, true);

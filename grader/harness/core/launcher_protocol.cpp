@@ -167,6 +167,8 @@ json invocation_to_wire(const Invocation& call) {
                {"api_calls", call.account.calls},
                {"host_cpu_ms", call.account.host_cpu_ms},
                {"cuda_cpu_ms", call.account.cuda_cpu_ms},
+               {"written_bytes", call.account.written_bytes},
+               {"write_calls", call.account.write_calls},
                {"outside", outside},
                {"api_outside", call.api_outside}});
   return wire;
@@ -182,6 +184,8 @@ Invocation invocation_from_wire(const json& wire) {
   call.account.calls = field<ApiCounts>(wire, "api_calls");
   call.account.host_cpu_ms = field<double>(wire, "host_cpu_ms");
   call.account.cuda_cpu_ms = field<double>(wire, "cuda_cpu_ms");
+  call.account.written_bytes = field<int64_t>(wire, "written_bytes");
+  call.account.write_calls = field<int64_t>(wire, "write_calls");
   call.record = record_from_wire(wire);
   call.outside = list_from_wire<KernelLaunch>(wire, "outside", kernel_from_wire);
   call.api_outside = field<ApiCounts>(wire, "api_outside");

@@ -33,6 +33,8 @@ struct TimedCall {
   double event_ms = 0;
   double wall_ms = 0;
   double host_cpu_ms = 0;
+  int64_t printed_bytes = -1;
+  int64_t print_calls = -1;
   uint64_t unwritten = 0;
   std::vector<uint32_t> sample_bits;
 };
@@ -114,6 +116,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     tc.event_ms = inv.event_ms;
     tc.wall_ms = inv.wall_ms;
     tc.host_cpu_ms = inv.account.host_cpu_ms;
+    tc.printed_bytes = inv.account.written_bytes;
+    tc.print_calls = inv.account.write_calls;
     gather_samples(p_words, spec.j, spec.l, seed, t.samples, samples.get());
     tc.sample_bits.resize(static_cast<size_t>(t.samples));
     TILELAB_CUDA_CHECK(cudaMemcpy(tc.sample_bits.data(), samples.get(), samples.bytes(), cudaMemcpyDeviceToHost));
@@ -147,6 +151,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                      {"event_ms", tc.event_ms},
                      {"wall_ms", tc.wall_ms},
                      {"host_cpu_ms", tc.host_cpu_ms},
+                     {"printed_bytes", tc.printed_bytes},
+                     {"print_calls", tc.print_calls},
                      {"cupti_span_ms", span_ms},
                      {"cupti_kernel_ms", kernel_ms},
                      {"kernels", rec.kernels.size()},

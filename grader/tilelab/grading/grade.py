@@ -51,7 +51,8 @@ from . import calibration, roofline
 from .build import RecipeError, SubmissionBuild
 from .build_cache import CHECK_POLICY, GRADE_POLICY, BuildCache
 from .diagnose import STATUS_HINTS, case_hints
-from .launch_checks import HOST_WORK_HINT, check_launches, check_timed_calls, launch_rows, shared_memory_untouched
+from .launch_checks import (HOST_WORK_HINT, check_launches, check_timed_calls, launch_rows, shared_memory_untouched,
+                            timed_printing)
 from .model import (ESTIMATED_RULE, NO_DEVICE_NOTE, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed,
                     Stage)
 from .runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
@@ -808,8 +809,9 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
               run.seconds, [STATUS_HINTS["timeout"]])
         return
     listed = (run.result or {}).get("cases")
-    host_work = [p for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)
-                 for p in check_timed_calls(c.get("timing"))]
+    timings = [c.get("timing") for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)]
+    host_work = [p for t in timings for p in check_timed_calls(t)]
+    printing = [note for note in map(timed_printing, timings) if note]
     if host_work:
         # Seen only at the timing sizes: the launch checks fail, as they would have on a correctness case.
         s.set("launch", "failed", host_work[0], "\n".join(host_work), hints=[HOST_WORK_HINT])
@@ -833,7 +835,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         choice = scored_time(t)
         achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
         fraction = target.fraction(achieved)
-        flags = list(choice.flags)
+        flags = list(choice.flags) + printing[:1]
         if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
             flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
                          "right, so it earns nothing; a TA will look at it")

@@ -10,7 +10,8 @@ started. From those, per correctness case:
     stream), from its own thread or any other, and CUDA was not in use
     before the harness began (a global constructor);
   - the launcher spent no more host CPU time outside CUDA calls than a
-    launcher needs (HOST_CPU_FLOOR_MS, plus a share of its kernels' time):
+    launcher needs (HOST_CPU_FLOOR_MS, plus a share of its kernels' time,
+    plus what the bytes it printed cost: printing is not computing):
     host arithmetic, whatever memory it reached the data through. The first
     call of each harness run may do one-time host work (a table, left-over
     debug printing); a launcher that computes on the host must do so in
@@ -65,6 +66,12 @@ REFUSED_CALLS = {
 # kernels ran, for noise that grows with the call) is host arithmetic.
 HOST_CPU_FLOOR_MS = 2.0
 HOST_CPU_SHARE = 0.05
+# Printing costs host CPU time too (formatting, and the write calls), and it
+# is not arithmetic: a call may spend this much more per byte and per write
+# call it made. Several times what printf to a pipe costs on the grading
+# hosts (docs/measurements.md, "Printing from a launcher").
+PRINT_NS_PER_BYTE = 20.0
+PRINT_US_PER_WRITE = 5.0
 
 
 def api_name(cupti_name: str) -> str:
@@ -80,15 +87,62 @@ def refused_calls(counts) -> list:
     return [f"{name} ({REFUSED_CALLS[name]})" for name in sorted(found)]
 
 
-def host_cpu_excess(host_cpu_ms, gpu_ms) -> Optional[str]:
+@dataclass(frozen=True)
+class HostTime:
+    """A call's host CPU time outside CUDA calls, judged."""
+
+    cpu_ms: float
+    gpu_ms: float  # the call's kernels
+    limit_ms: float  # what a launcher needs, printing aside
+    printed_bytes: int  # written during the call (0 where not known)
+    print_ms: float  # what that printing may cost
+
+    @property
+    def excess(self) -> bool:
+        return self.cpu_ms > self.limit_ms + self.print_ms
+
+    @property
+    def printing(self) -> bool:
+        """More than a launcher needs, and explained by what it printed."""
+        return self.limit_ms < self.cpu_ms and not self.excess
+
+    def words(self) -> str:
+        printed = f" and printed {_bytes(self.printed_bytes)}" if self.printed_bytes > 0 else ""
+        return f"the launcher used {self.cpu_ms:.1f} ms of host CPU time outside CUDA calls{printed}"
+
+
+def host_time(host_cpu_ms, gpu_ms, printed_bytes=None, write_calls=None) -> HostTime:
+    """One call's figures, as the harness recorded them (printed_bytes and
+    write_calls are -1 or missing where the kernel did not tell: no allowance)."""
+    printed, writes = max(_n(printed_bytes), 0), max(_n(write_calls), 0)
+    return HostTime(_ms(host_cpu_ms), _ms(gpu_ms), HOST_CPU_FLOOR_MS + HOST_CPU_SHARE * _ms(gpu_ms), printed,
+                    (printed * PRINT_NS_PER_BYTE + writes * PRINT_US_PER_WRITE * 1e3) * 1e-6)
+
+
+def host_cpu_excess(host_cpu_ms, gpu_ms, printed_bytes=None, write_calls=None) -> Optional[str]:
     """A message if a call's host CPU time outside CUDA calls is more than a
-    launcher needs next to `gpu_ms` of kernel time; None otherwise."""
-    cpu, gpu = _ms(host_cpu_ms), _ms(gpu_ms)
-    limit = HOST_CPU_FLOOR_MS + HOST_CPU_SHARE * gpu
-    if cpu <= limit:
-        return None
-    return (f"the launcher used {cpu:.1f} ms of host CPU time outside CUDA calls while its kernels ran "
-            f"{gpu:.3f} ms (allowed: {limit:.1f} ms): the host did work that belongs in a kernel")
+    launcher needs next to `gpu_ms` of kernel time and what it printed; None otherwise."""
+    t = host_time(host_cpu_ms, gpu_ms, printed_bytes, write_calls)
+    return excess_words(t) if t.excess else None
+
+
+def excess_words(t: HostTime) -> str:
+    allowed = f"{t.limit_ms:.1f} ms" + (f", and {t.print_ms:.1f} ms for its printing" if t.print_ms else "")
+    return (f"{t.words()} while its kernels ran {t.gpu_ms:.3f} ms (allowed: {allowed}): the host did work "
+            "that belongs in a kernel")
+
+
+def printing_note(t: HostTime) -> str:
+    return (f"{t.words()} in one call: printing is not computing, so it costs no points here, but it costs host "
+            "time in every call, the timed ones too")
+
+
+PRINTING_HINT = ("Remove debug printing from the launcher (or print only when something goes wrong): it slows "
+                 "every call.")
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n} bytes"
 
 
 HOST_WORK_HINT = ("Do the multiplication in your kernel; the launcher only chooses the grid and launches. "
@@ -116,11 +170,26 @@ def check_timed_calls(timing: dict) -> list:
     calls = timing.get("calls")
     for call in calls if isinstance(calls, list) else []:
         if isinstance(call, dict):
-            excess = host_cpu_excess(call.get("host_cpu_ms"), call.get("cupti_kernel_ms"))
+            excess = host_cpu_excess(call.get("host_cpu_ms"), call.get("cupti_kernel_ms"), call.get("printed_bytes"),
+                                     call.get("print_calls"))
             if excess:
                 problems.append(f"timed call {_n(call.get('call'))}: {excess}")
                 break
     return problems
+
+
+def timed_printing(timing: dict) -> Optional[str]:
+    """A note when the timed calls printed enough to cost host time (their
+    time includes it), else None."""
+    calls = timing.get("calls") if isinstance(timing, dict) else None
+    times = [host_time(c.get("host_cpu_ms"), c.get("cupti_kernel_ms"), c.get("printed_bytes"), c.get("print_calls"))
+             for c in (calls if isinstance(calls, list) else []) if isinstance(c, dict)]
+    printing = [t for t in times if t.printing]
+    if not printing:
+        return None
+    most = max(printing, key=lambda t: t.cpu_ms)
+    return (f"the launcher printed in {len(printing)} of {len(times)} timed calls (up to {_bytes(most.printed_bytes)}, "
+            f"{most.cpu_ms:.0f} ms of host CPU time in one call): that time is part of the part's time")
 
 
 @dataclass
@@ -194,6 +263,7 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
     problems = []  # (case name, message)
     hints = []
     elsewhere = False
+    printing: Optional[HostTime] = None  # the call whose printing cost the most host time
     began = harness_result.get("first_cases")
     first_cases = set(n for n in began if isinstance(n, str)) if isinstance(began, list) else set()
     if harness_result.get("cuda_in_use_at_start") is True:
@@ -222,11 +292,14 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
             elsewhere = True
             hints.append(HOST_WORK_HINT)
         if case.get("launches_recorded") is True and name not in first_cases:
-            excess = host_cpu_excess(case.get("host_cpu_ms"), sum(_ms(k.get("duration_ms")) for k in launches))
-            if excess:
-                problems.append((name, excess))
+            t = host_time(case.get("host_cpu_ms"), sum(_ms(k.get("duration_ms")) for k in launches),
+                          case.get("printed_bytes"), case.get("print_calls"))
+            if t.excess:
+                problems.append((name, excess_words(t)))
                 elsewhere = True
                 hints.append(HOST_WORK_HINT)
+            elif t.printing and (printing is None or t.cpu_ms > printing.cpu_ms):
+                printing = t
         outside = case.get("launches_outside_call")
         if isinstance(outside, list) and outside:
             problems.append((name, f"{len(outside)} kernel(s) ran outside the launcher call "
@@ -262,7 +335,9 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
                 hints.append(LIMIT_HINT)
     if not problems:
         return LaunchCheck("passed", f"{len(recorded)} calls: work done in {part_file}'s own kernels"
-                                     + ("" if policy == "any" else ", shared memory as required"))
+                                     + ("" if policy == "any" else ", shared memory as required")
+                                     + (f"; {printing_note(printing)}" if printing else ""),
+                           hints=[PRINTING_HINT] if printing else [])
     first_case, first = problems[0]
     lines = [f"{case}: {message}" for case, message in problems[:12]]
     if len(problems) > 12:
