@@ -1,10 +1,14 @@
 """The handout is generated from assignment.yaml, the starter files,
-handouts/reference-gpu.yaml and (TA edition) the answer key: its numbers must
-be theirs, an edit to assignment.yaml must show with no other edit, and the
-student edition must give away no answer and no hidden case."""
+handouts/reference-gpu.yaml and (TA edition) the answer key and the
+solutions: its numbers must be theirs, an edit to assignment.yaml must show
+with no other edit, the student edition must give away no answer, no hidden
+case and no solution code, its figures must be drawn from the assignment's
+numbers, and no code line may break in the PDF."""
 
+import base64
 import functools
 import html
+import math
 import re
 import shutil
 import subprocess
@@ -16,6 +20,10 @@ from conftest import require_pdf_stack
 
 from tilelab.authoring.handout import (HandoutError, reference_gpu, render_html, render_markdown, render_pdf,
                                        write_handouts)
+from tilelab.authoring.handout_code import CODE_PT, CODE_WIDTH_PT, MONO_ADVANCE_EM, CodeError, fitting_pt, part_excerpts
+from tilelab.authoring.handout_figures import (boundary_grid_spec, dynamic_tiles_spec, handout_figures, png,
+                                               tile_phases_spec)
+from tilelab.authoring.starter import solution_region_lines
 from tilelab.outputs.report import fmt_percent, md_text
 from tilelab.spec.answers import key_working
 from tilelab.spec.assignment import load_assignment
@@ -42,15 +50,24 @@ def _visible_html(page: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _pdf_text(root: Path, variant: str, tmp: Path) -> str:
-    """The PDF's text, as pdftotext extracts it (rendered once per variant)."""
+def _pdf(root: Path, variant: str, tmp: Path) -> Path:
+    """The edition's PDF, rendered once per variant."""
     require_pdf_stack()
     if shutil.which("pdftotext") is None:
         pytest.skip("skipped: pdftotext (poppler-utils) is not installed")
     assignment = load_assignment(root / "assignment.yaml")
     pdf = tmp / f"{variant}.pdf"
     render_pdf(render_html(assignment, root, variant), pdf)
-    return subprocess.run(["pdftotext", str(pdf), "-"], check=True, capture_output=True, text=True).stdout
+    return pdf
+
+
+@functools.lru_cache(maxsize=None)
+def _pdf_text(root: Path, variant: str, tmp: Path, layout: bool = False) -> str:
+    """The PDF's text, as pdftotext extracts it; with `layout`, each printed
+    line on a line of its own, as it is on the page."""
+    pdf = _pdf(root, variant, tmp)
+    options = ["-layout"] if layout else []
+    return subprocess.run(["pdftotext", *options, str(pdf), "-"], check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture(scope="session")
@@ -496,13 +513,117 @@ def test_the_ta_edition_gives_the_working_under_each_answer(root, assignment):
 # --- the starter code and the question code ---------------------------------------------------
 
 
-def test_the_starter_code_is_the_starter_files_verbatim(root, assignment):
+def _fenced_blocks(markdown: str) -> list:
+    """The code of every ```cuda block, as lists of lines."""
+    return [block.split("\n") for block in re.findall(r"^```cuda\n(.*?)\n```$", markdown, re.M | re.S)]
+
+
+def _is_run_of(block: list, lines: list) -> bool:
+    """Whether `block` is a run of consecutive lines of `lines`."""
+    return any(lines[i:i + len(block)] == block for i in range(len(lines) - len(block) + 1))
+
+
+def test_each_part_shows_the_functions_that_hold_its_todos_not_the_whole_file(root, assignment):
     markdown = render_markdown(assignment, root)
     page = html.unescape(render_html(assignment, root))
     for part in assignment.parts:
-        code = (root / "starter" / part.file).read_text(encoding="utf-8").rstrip("\n")
-        assert code in markdown, part.file
-        assert code in page, part.file
+        lines = (root / "starter" / part.file).read_text(encoding="utf-8").splitlines()
+        section = _part_section(markdown, assignment, part.id)
+        blocks = [b for b in _fenced_blocks(section) if b != [part.declaration]]
+        assert blocks, part.id
+        for block in blocks:
+            assert _is_run_of(block, lines), (part.id, block[0])
+            assert "\n".join(block) in page, (part.id, block[0])
+        shown = [line for block in blocks for line in block]
+        # Every TODO and the launcher are there; the contract comment at the top is not.
+        for line in lines:
+            if "TODO(student)" in line or line.startswith(f"void {part.launcher}("):
+                assert line in shown, (part.id, line)
+        assert lines[0] not in shown and len(shown) < len(lines), part.id
+        assert f"is `starter/{part.file}`." in _flat(section), part.id
+
+
+def _distinctive_solution_lines(root: Path, part) -> list:
+    """Lines of a part's solution regions that no starter file and not
+    assignment.yaml holds: finding one in a handout means it shows the solution."""
+    public = set()
+    for path in sorted((root / "starter").iterdir()):
+        public |= {line.strip() for line in path.read_text(encoding="utf-8").splitlines()}
+    yaml_text = (root / "assignment.yaml").read_text(encoding="utf-8")
+    region = solution_region_lines((root / "solutions" / part.file).read_text(encoding="utf-8"))
+    return [line.strip() for line in region
+            if len(line.strip()) >= 12 and line.strip() not in public and line.strip() not in yaml_text]
+
+
+def test_the_student_edition_holds_no_solution_code_and_the_ta_edition_all_of_it(root, assignment):
+    student = render_markdown(assignment, root, "student")
+    student_page = html.unescape(render_html(assignment, root, "student"))
+    ta = render_markdown(assignment, root, "ta")
+    ta_page = html.unescape(render_html(assignment, root, "ta"))
+    total = 0
+    for part in assignment.parts:
+        lines = _distinctive_solution_lines(root, part)
+        assert lines, part.id
+        total += len(lines)
+        for line in lines:
+            assert line not in student and line not in student_page, (part.id, line)
+            assert line in ta and line in ta_page, (part.id, line)
+        section = _part_section(ta, assignment, part.id)
+        assert f"solutions/{part.file}, lines " in section and "// BEGIN SOLUTION" not in section, part.id
+    assert total > 150  # the challenge's reference alone is longer
+
+
+def test_the_pdfs_hold_the_solution_code_of_their_edition_only(root, assignment, pdf_dir):
+    student = _flat(_pdf_text(root, "student", pdf_dir))
+    ta = _flat(_pdf_text(root, "ta", pdf_dir))
+    for part in assignment.parts:
+        for line in _distinctive_solution_lines(root, part):
+            assert _flat(line) not in student, (part.id, line)
+            assert _flat(line) in ta, (part.id, line)
+
+
+def _shown_code_lines(root: Path, assignment, variant: str) -> list:
+    """Every line of code the edition prints in a code block."""
+    lines = [part.declaration for part in assignment.parts]
+    for part in assignment.parts:
+        for excerpt in part_excerpts(root, part, variant == "ta"):
+            lines += excerpt.lines
+    for code in assignment.question_code.values():
+        lines += code.splitlines()
+    return [line for line in lines if line.strip()]
+
+
+@pytest.mark.parametrize("variant", ["student", "ta"])
+def test_no_code_line_breaks_in_the_pdf(root, assignment, pdf_dir, variant):
+    # pdftotext -layout keeps each printed line a line: a code line that
+    # wrapped would be found only in two pieces. Spaces are left out of the
+    # comparison, since pdftotext spaces monospaced text as it likes.
+    printed = {re.sub(r"\s+", "", line) for line in _pdf_text(root, variant, pdf_dir, layout=True).splitlines()}
+    printed_text = "\n".join(printed)
+    for line in _shown_code_lines(root, assignment, variant):
+        squeezed = re.sub(r"\s+", "", line)
+        assert any(squeezed in p for p in printed if len(p) >= len(squeezed)), line
+    # The longest shown line is there whole too (the check above would find nothing to split in short ones).
+    longest = max(_shown_code_lines(root, assignment, variant), key=len)
+    assert len(longest) > 100 and re.sub(r"\s+", "", longest) in printed_text
+
+
+def test_a_code_block_is_set_small_enough_for_its_longest_line():
+    assert fitting_pt(["x" * 60]) == CODE_PT
+    for length in (110, 122, 130):
+        size = fitting_pt(["x" * length])
+        assert size < CODE_PT and length * MONO_ADVANCE_EM * size <= CODE_WIDTH_PT
+    with pytest.raises(CodeError, match="200 characters"):
+        fitting_pt(["x" * 200], where="starter/naive.cu")
+
+
+def test_a_code_line_too_long_to_print_is_named(root, tmp_path, assignment):
+    project = _edited_project(root, tmp_path, lambda doc: None)
+    path = project / "starter" / "naive.cu"
+    long_line = "  // " + "a very long comment " * 10
+    path.write_text(path.read_text().replace("  TILELAB_TODO(", long_line + "\n  TILELAB_TODO(", 1))
+    with pytest.raises(HandoutError, match=r"starter/naive\.cu, lines 31–37: a line of 205 characters"):
+        render_markdown(assignment, project)
 
 
 def test_the_tiled_todo_lines_appear_verbatim_in_every_format(root, assignment, pdf_dir):
@@ -546,11 +667,14 @@ def test_choice_questions_list_their_options(root, assignment):
 def test_write_handouts_writes_the_three_files_of_each_edition(root, assignment, tmp_path):
     require_pdf_stack()
     student = write_handouts(assignment, root, tmp_path)
+    figures = ("tile-phases", "boundary-grid", "dynamic-tiles")
     assert {k: p.name for k, p in student.items()} == \
-        {"markdown": "handout.md", "html": "handout.html", "pdf": "handout.pdf"}
+        {"markdown": "handout.md", "html": "handout.html", "pdf": "handout.pdf",
+         **{f"figure {name}": f"handout.{name}.png" for name in figures}}
     ta = write_handouts(assignment, root, tmp_path, variant="ta")
     assert {k: p.name for k, p in ta.items()} == \
-        {"markdown": "handout-ta.md", "html": "handout-ta.html", "pdf": "handout-ta.pdf"}
+        {"markdown": "handout-ta.md", "html": "handout-ta.html", "pdf": "handout-ta.pdf",
+         **{f"figure {name}": f"handout-ta.{name}.png" for name in figures}}
     for path in [*student.values(), *ta.values()]:
         assert path.stat().st_size > 0
     assert student["pdf"].read_bytes().startswith(b"%PDF")
@@ -564,3 +688,132 @@ def test_an_unknown_variant_is_refused(root, assignment, tmp_path):
     with pytest.raises(ValueError, match="variant"):
         write_handouts(assignment, root, tmp_path, variant="staff")
     assert not any(tmp_path.iterdir())
+
+
+# --- the figures ----------------------------------------------------------------------------------
+
+
+def _tile_width(root: Path, part) -> int:
+    text = (root / "starter" / part.file).read_text(encoding="utf-8")
+    return int(re.search(r"^constexpr int TILE_WIDTH = (\d+);", text, re.M).group(1))
+
+
+def test_the_figures_are_files_beside_the_markdown_and_data_in_the_html(root, assignment, tmp_path):
+    require_pdf_stack()
+    for variant, stem in (("student", "handout"), ("ta", "handout-ta")):
+        written = write_handouts(assignment, root, tmp_path, variant=variant)
+        markdown = written["markdown"].read_text(encoding="utf-8")
+        page = written["html"].read_text(encoding="utf-8")
+        embedded = [base64.b64decode(data) for data in re.findall(r'<img src="data:image/png;base64,([^"]+)"', page)]
+        figures = [k for k in written if k.startswith("figure ")]
+        assert len(figures) == 3 and len(embedded) == 3, variant
+        for number, key in enumerate(figures, start=1):
+            path = written[key]
+            assert path.parent == written["markdown"].parent and path.name.startswith(f"{stem}.")
+            data = path.read_bytes()
+            assert data.startswith(b"\x89PNG") and data == embedded[number - 1]
+            # The Markdown links the file by its name beside it, then numbers and explains it.
+            link = markdown.index(f"]({path.name})")
+            assert markdown.index(f"*Figure {number}.*", link) - link < 40
+            assert f"<strong>Figure {number}.</strong>" in page
+
+
+def test_each_figure_sits_in_the_part_it_illustrates(root, assignment):
+    markdown = render_markdown(assignment, root)
+    for name, part_id in (("tile-phases", "tiled"), ("boundary-grid", "boundary"), ("dynamic-tiles", "dynamic_smem")):
+        assert f"](handout.{name}.png)" in _part_section(markdown, assignment, part_id), name
+
+
+def test_the_phase_figure_is_a_public_size_of_the_tiled_part(root, assignment):
+    spec = tile_phases_spec(assignment, root)
+    tiled = assignment.part("tiled")
+    assert spec.part == "tiled" and spec.tile == _tile_width(root, tiled) == 32
+    assert spec.width in [c.j for c in tiled.cases["public"]] and spec.width % spec.tile == 0
+    # The largest public Width of a few phases: 128 = 4 tiles of 32.
+    assert (spec.width, spec.phases) == (128, 4)
+    assert 0 <= spec.bx < spec.phases and 0 <= spec.by < spec.phases
+    section = _flat(_part_section(render_markdown(assignment, root), assignment, "tiled"))
+    assert "in 128 / 32 = 4 phases: in phase p every thread copies one element of M's tile (1, p) into Mds" in section
+
+
+def test_the_grid_figure_counts_the_blocks_of_a_public_size_that_is_not_whole_tiles(root, assignment):
+    spec = boundary_grid_spec(assignment, root)
+    boundary = assignment.part("boundary")
+    t, w = spec.tile, spec.width
+    assert spec.part == "boundary" and t == _tile_width(root, boundary)
+    assert w in [c.j for c in boundary.cases["public"]] and w % t != 0
+    n = math.ceil(w / t)
+    assert spec.blocks_per_side == n and spec.blocks == n * n
+    # The boundary blocks, counted one by one: those that reach past P's last row or column.
+    reaching = [(bx, by) for bx in range(n) for by in range(n) if (bx + 1) * t > w or (by + 1) * t > w]
+    assert spec.boundary_blocks == len(reaching)
+    assert spec.threads == (n * t) ** 2 and spec.guarded == (n * t) ** 2 - w * w
+    # assignment.yaml's public 47 with 32-wide tiles: 2 x 2 blocks, 3 of them at the boundary.
+    assert (w, n, spec.boundary_blocks, spec.guarded, spec.last_tile_inside) == (47, 2, 3, 1887, 15)
+    section = _flat(_part_section(render_markdown(assignment, root), assignment, "boundary"))
+    assert ("(47 + 32 − 1) / 32 = 2 blocks per side, a 2 × 2 grid of 4 blocks, 4,096 threads for 2,209 elements "
+            "of P. The 3 boundary blocks") in section
+
+
+def test_the_grid_figure_follows_an_edit_of_the_public_sizes(root, tmp_path):
+    def edit(doc):
+        part = next(p for p in doc["parts"] if p["id"] == "boundary")
+        part["cases"]["public"] = [1, 16, 32, 64, 80]
+
+    project = _edited_project(root, tmp_path, edit)
+    edited = load_assignment(project / "assignment.yaml")
+    spec = boundary_grid_spec(edited, project)
+    assert (spec.width, spec.blocks_per_side, spec.boundary_blocks) == (80, 3, 5)
+    assert "a 3 × 3 grid of 9 blocks" in render_markdown(edited, project)
+
+
+def _dynamic_rows(markdown: str) -> list:
+    """The limits column of the dynamic figure's table."""
+    return [row.split(" | ")[0][2:] for row in markdown.splitlines()
+            if re.match(r"\| (\d[\d,]* bytes|\d+ KiB)(, the device's own)? \|", row)]
+
+
+def test_the_dynamic_figure_fits_a_tile_to_each_limit_of_the_cases(root, assignment):
+    part = assignment.part("dynamic_smem")
+    limits = {"public": set(), "all": set()}
+    for name in ("public", "hidden", "memcheck", "racecheck"):
+        for case in part.cases[name]:
+            if isinstance(case.props.get("sharedMemPerBlock"), int):
+                limits["all"].add(case.props["sharedMemPerBlock"])
+                if name == "public":
+                    limits["public"].add(case.props["sharedMemPerBlock"])
+    default = 48 * 1024  # DEFAULT_DYNAMIC_SMEM_LIMIT of starter/dynamic_smem.cu
+    student, ta = dynamic_tiles_spec(assignment, root, ta=False), dynamic_tiles_spec(assignment, root, ta=True)
+    assert {s.limit for s in student.shapes} == limits["public"] | {default}
+    assert {s.limit for s in ta.shapes} == limits["all"] | {default}
+    for shape in ta.shapes:
+        t, depth, limit = shape.width, shape.depth, shape.limit
+        slice_bytes = 2 * t * t * 4
+        assert shape.bytes == 2 * t * depth * 4 <= limit and depth % t == 0
+        # The largest tile: one more row and column would break the shared memory or the thread limit.
+        assert t == 32 or 2 * (t + 1) ** 2 * 4 > limit or (t + 1) ** 2 > shape.max_threads
+        # As deep as fits, or as deep as k needs.
+        assert depth // t == math.ceil(shape.k / t) or shape.bytes + slice_bytes > limit
+    assert {s.limit: s.width for s in ta.shapes} == {49152: 32, 2048: 16, 512: 8, 128: 4}
+    # A hidden limit is the grader's to keep: the student edition draws the public ones only.
+    own = "48 KiB, the device's own"
+    assert _dynamic_rows(render_markdown(assignment, root)) == [own, own, "2,048 bytes", "512 bytes"]
+    assert _dynamic_rows(render_markdown(assignment, root, "ta")) == [own, own, "2,048 bytes", "512 bytes", "128 bytes"]
+
+
+def test_a_figure_is_the_same_png_each_time_and_another_for_other_numbers(root, assignment):
+    figures = handout_figures(assignment, root, ta=False)
+    first = [png(f.spec) for f in figures]
+    png.cache_clear()
+    assert [png(f.spec) for f in figures] == first
+    spec = boundary_grid_spec(assignment, root)
+    assert png(type(spec)(spec.part, spec.tile, spec.width + 2)) != png(spec)
+
+
+def test_the_pdf_embeds_each_figure(root, pdf_dir):
+    if shutil.which("pdfimages") is None:
+        pytest.skip("skipped: pdfimages (poppler-utils) is not installed")
+    pdf = _pdf(root, "student", pdf_dir)
+    listing = subprocess.run(["pdfimages", "-list", str(pdf)], check=True, capture_output=True, text=True).stdout
+    images = [line for line in listing.splitlines()[2:] if line.split()[2] == "image"]
+    assert len(images) == 3

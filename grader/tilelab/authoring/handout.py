@@ -4,7 +4,10 @@ Everything in the handout comes from somewhere else, so it cannot drift:
   assignment.yaml            parts, launchers, case sizes, points, speed
                              targets, questions and the code they refer to
                              (read through `load_assignment` only);
-  starter/<part file>        the code each part starts from, verbatim;
+  starter/<part file>        the functions of each part that hold a TODO,
+                             verbatim (handout_code.py);
+  solutions/<part file>      the same functions with the reference code
+                             (TA edition only);
   handouts/reference-gpu.yaml  what the grading GPU measured (ceilings, the
                              reference solutions' and cuBLAS's GFLOP/s, the
                              challenge part's ladder);
@@ -13,18 +16,20 @@ Everything in the handout comes from somewhere else, so it cannot drift:
 
 As in report.py, the Python side builds one view of already-worded text
 (`_handout_view`) and the templates in handouts/ only lay it out, one for
-Markdown and one for HTML, so the formats say the same thing.
+Markdown and one for HTML, so the formats say the same thing. The figures
+(handout_figures.py) are PNG files beside the Markdown and data URIs in the
+HTML, which then stays one file that prints as it is.
 
 Two variants:
   student  public case sizes, the number of hidden cases, no answer key;
   ta       adds every hidden and sanitizer case, the answer key and its
-           working after each question, and the file of each rung of the
-           challenge ladder. Never hand it to students.
+           working after each question, the file of each rung of the
+           challenge ladder, and the reference code in place of each TODO.
+           Never hand it to students.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import yaml
@@ -33,15 +38,17 @@ from ..grading.roofline import Ceilings
 from ..grading.scoring import CUBLAS, case_points, speed_target
 from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
 from ..spec.answers import ANSWERS_FILE, AnswerKeyError, key_working, load_key
-from ..spec.assignment import Assignment, Case, Part, Question
+from ..spec.assignment import Assignment, Case, Part
 from ..spec.matmul import intensity
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
 from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
+from .handout_code import DECLARATION_PT, STARTER_DIR, CodeError, excerpt_views, fitting_pt
+from .handout_figures import data_uri, figure_view, handout_figures, png
+from .handout_questions import questions_view
 
 VARIANTS = ("student", "ta")
 HANDOUT_DIR = "handouts"  # templates and reference-gpu.yaml, under the project root
-STARTER_DIR = "starter"
 TEMPLATES = {"markdown": "handout.md.j2", "html": "handout.html.j2"}
 # File names without their extension, per variant; the TA edition's name says what it is.
 OUTPUT_STEMS = {"student": "handout", "ta": "handout-ta"}
@@ -49,13 +56,8 @@ OUTPUT_STEMS = {"student": "handout", "ta": "handout-ta"}
 # Case sets that only the TA edition lists: their sizes are the grader's to keep.
 SANITIZER_SETS = {"memcheck": "compute-sanitizer memcheck", "racecheck": "compute-sanitizer racecheck"}
 
-KIND_WORDS = {"number": "number", "choice": "choice", "text": "written answer"}
 # The harness's input distributions (grader/harness/core/generator.h).
 DISTRIBUTION_WORDS = {"uniform": "uniform inputs in [-1, 1)", "small_int": "small-integer inputs in [-8, 8]"}
-
-# A number question ends with what to answer in: "(bytes)", "(a count)".
-_UNIT_HINT = re.compile(r"\s*\(([^()]+)\)\s*$")
-_KERNEL_DEFINITION = re.compile(r"__global__\s+void\s+([A-Za-z_]\w*)\s*\(")
 
 
 class HandoutError(RuntimeError):
@@ -120,14 +122,6 @@ def _answer_key(root: Path, assignment: Assignment) -> tuple:
         raise HandoutError(str(e)) from e
 
 
-def _starter_code(root: Path, part: Part) -> str:
-    path = Path(root) / STARTER_DIR / part.file
-    try:
-        return path.read_text(encoding="utf-8").rstrip("\n")
-    except OSError as e:
-        raise HandoutError(f"{path}: cannot read the starter code of part {part.id} ({e.strerror})") from e
-
-
 # --- the view: what the templates show ----------------------------------------------
 
 
@@ -170,7 +164,8 @@ LIMITS_RULE = ("Where a case lowers a limit of the cudaDeviceProp your launcher 
                "part's correctness points.")
 
 
-def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root: Path, ta: bool) -> dict:
+def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root: Path, ta: bool,
+               figures: list) -> dict:
     square = part.signature == "square"
     public, hidden = part.cases["public"], part.cases["hidden"]
     graded = len(public) + len(hidden)
@@ -181,6 +176,7 @@ def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root:
         "file": part.file,
         "starter_path": f"{STARTER_DIR}/{part.file}",
         "declaration": part.declaration,
+        "declaration_pt": fitting_pt([part.declaration], DECLARATION_PT),
         "teaches": part.teaches,
         "shared_memory_rule": SHARED_MEMORY_RULES[part.shared_memory] + (
             " " + LIMITS_RULE if any(c.props for name in ("public", "hidden") for c in part.cases[name]) else ""),
@@ -192,7 +188,8 @@ def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root:
         "public_groups": _case_groups(public, square),
         "hidden_count": len(hidden),
         "timing_sizes": ", ".join(_full_size(c) for c in part.cases["timing"]),
-        "starter_code": _starter_code(root, part),
+        "code_blocks": excerpt_views(root, part, ta),
+        "figures": [f for f in figures if f["part"] == part.id],
         "hidden_rows": [],
         "sanitizer_sets": [],
         "timed_sizes": len(part.cases["timing"]),
@@ -349,68 +346,6 @@ def _cublas_row(part: Part, case: Case, target, ceilings: Ceilings, gpu: dict) -
     return row
 
 
-def _code_references(question: Question, question_code: dict) -> list:
-    """The question_code entries a question refers to: by the entry's name
-    ("launch_bug") or by a kernel the code defines ("fooKernel")."""
-    names = []
-    for name, code in question_code.items():
-        words = [name] + _KERNEL_DEFINITION.findall(code)
-        if any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(w)}(?![A-Za-z0-9_])", question.text) for w in words):
-            names.append(name)
-    return names
-
-
-def _answer_words(question: Question, answer) -> str:
-    if question.kind == "number":
-        # Whole numbers in full: 17179869184, not 1.717986918e+10.
-        return str(int(answer)) if float(answer).is_integer() and abs(answer) < 1e15 else f"{answer:.10g}"
-    if question.kind == "choice":
-        return f"{answer}: {question.options[answer]}"
-    return str(answer)
-
-
-def _questions_view(assignment: Assignment, key: dict, working: dict, ta: bool) -> list:
-    code = assignment.question_code
-    references = {q.id: _code_references(q, code) for q in assignment.questions}
-    referenced = {name for names in references.values() for name in names}
-    # Code that no question names still belongs with the questions: it goes before the first.
-    unreferenced = [name for name in code if name not in referenced]
-    shown = set()
-    views = []
-    for number, q in enumerate(assignment.questions, start=1):
-        code_before = []
-        # Each block once, just before the first question that needs it.
-        for name in (unreferenced if number == 1 else []) + references[q.id]:
-            if name not in shown:
-                shown.add(name)
-                code_before.append({"name": name, "code": code[name].rstrip("\n")})
-        text, unit = q.text, ""
-        if q.kind == "number":
-            match = _UNIT_HINT.search(q.text)
-            if match:
-                text, unit = q.text[:match.start()], match.group(1)
-        if q.kind == "text":
-            worth = f"read by a TA, suggested {fmt_points(q.manual_points)} point{'s' if q.manual_points != 1 else ''}"
-        else:
-            worth = f"{fmt_points(q.points)} point{'s' if q.points != 1 else ''}, graded automatically"
-        views.append({
-            "number": number,
-            "id": q.id,
-            "kind": KIND_WORDS[q.kind],
-            "worth": worth,
-            "text": text,
-            "unit": unit,
-            "tolerance": (f"accepted within {fmt_percent(q.tolerance)} of the right value" if q.tolerance > 0
-                          else "it must be exact") if q.kind == "number" else "",
-            "options": [{"id": k, "text": v} for k, v in q.options.items()],
-            "option_ids": ", ".join(q.options),
-            "code_before": code_before,
-            "answer": _answer_words(q, key[q.id]) if ta else "",
-            "working": working.get(q.id, "") if ta else "",
-        })
-    return views
-
-
 def _tolerance_view(assignment: Assignment) -> dict:
     """The tolerance factor c of |got - expected| <= c * sqrt(k) * 2^-24 * (|M||N|)_ij:
     one number when every part shares it, else one per part."""
@@ -426,9 +361,17 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
     ta = variant == "ta"
     key, working = _answer_key(root, assignment) if ta else ({}, {})
     gpu = reference_gpu(root)
-    parts = [_part_view(n, p, assignment, gpu, root, ta) for n, p in enumerate(assignment.parts, start=1)]
+    figures = handout_figures(assignment, root, ta)
+    # Numbered in the order the parts show them.
+    views = [figure_view(f, n, OUTPUT_STEMS[variant]) for n, f in enumerate(figures, start=1)]
+    try:
+        parts = [_part_view(n, p, assignment, gpu, root, ta, views) for n, p in enumerate(assignment.parts, start=1)]
+        questions = questions_view(assignment, key, working, ta)
+    except CodeError as e:
+        raise HandoutError(str(e)) from None
     return {
         "ta": ta,
+        "figures": figures,
         "title": assignment.title,
         "first_part": assignment.parts[0].id,
         "parts": parts,
@@ -438,7 +381,7 @@ def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
         "rubric": _rubric_view(assignment),
         "speed": _speed_view(assignment, gpu),
         "tolerance": _tolerance_view(assignment),
-        "questions": _questions_view(assignment, key, working, ta),
+        "questions": questions,
         "answers_path": f"{STARTER_DIR}/{ANSWERS_FILE}",
         "answer_key_path": ANSWER_KEY_FILE,
     }
@@ -462,7 +405,8 @@ def _markdown_of(view: dict, root: Path) -> str:
 
 
 def _html_of(view: dict, root: Path) -> str:
-    return render_page(Path(root) / HANDOUT_DIR, TEMPLATES["html"], True, view)
+    sources = {f.name: data_uri(f) for f in view["figures"]}
+    return render_page(Path(root) / HANDOUT_DIR, TEMPLATES["html"], True, {**view, "figure_src": sources})
 
 
 def render_pdf(html: str, path: Path) -> None:
@@ -476,8 +420,10 @@ def render_pdf(html: str, path: Path) -> None:
 
 
 def write_handouts(assignment: Assignment, root: Path, out_dir: Path, variant: str = "student") -> dict:
-    """Writes handout.md, handout.html and handout.pdf (handout-ta.* for the
-    TA edition) into `out_dir`; returns {"markdown", "html", "pdf"} -> path."""
+    """Writes handout.md, handout.html, handout.pdf and the figures the
+    Markdown links to, handout.<figure>.png (handout-ta.* for the TA
+    edition), into `out_dir`; returns {"markdown", "html", "pdf",
+    "figure <name>"...} -> path."""
     # Rendered before anything is written: a missing input leaves no half-written handout.
     view = _handout_view(assignment, root, variant)
     markdown = _markdown_of(view, root)
@@ -488,6 +434,9 @@ def write_handouts(assignment: Assignment, root: Path, out_dir: Path, variant: s
     written = {"markdown": out_dir / f"{stem}.md", "html": out_dir / f"{stem}.html", "pdf": out_dir / f"{stem}.pdf"}
     written["markdown"].write_text(markdown, encoding="utf-8")
     written["html"].write_text(html, encoding="utf-8")
+    for figure in view["figures"]:
+        path = written[f"figure {figure.name}"] = out_dir / figure.file_name(stem)
+        path.write_bytes(png(figure.spec))
     try:
         render_pdf(html, written["pdf"])
     except setup_errors.MissingPackage as e:

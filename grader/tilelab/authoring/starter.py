@@ -34,6 +34,14 @@ _HINT = re.compile(r"^\s*// HINT:(.*)$")
 _STUB = re.compile(r"^\s*// STUB:(.*)$")
 
 
+BEGIN_SOLUTION = _BEGIN
+
+
+def region_marker(line: str) -> bool:
+    """Whether a line of a solution file is a region's BEGIN, END or STUB marker, not code."""
+    return bool(_BEGIN.match(line) or _END.match(line) or _STUB.match(line))
+
+
 def solution_region_lines(text: str) -> list[str]:
     """The lines inside BEGIN/END SOLUTION regions, hints left out: what the
     starter never shows."""
