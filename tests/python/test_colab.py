@@ -81,7 +81,8 @@ def _check_answered(said: str) -> None:
     assert "Traceback" not in said, said
     assert "tilelab check" in said and "naive" in said, said
     if shutil.which("nvidia-smi") is None:
-        assert "No CUDA device was found" in said, said
+        # Without a GPU: the stubs the starter leaves, and where to run the cases.
+        assert "no CUDA device here" in said and "not written yet: naiveKernel" in said, said
 
 
 def test_the_cells_set_up_and_check_a_part_as_colab_does(bundle):
