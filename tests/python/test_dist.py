@@ -122,7 +122,7 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     if not build:
         pytest.skip("skipped: the grader half needs a built project (run through ctest)")
     from tilelab.grading.grade import GradeOptions, grade
-    from tilelab.outputs.gradescope import results_json
+    from tilelab.outputs.gradescope import graded_tests
     from tilelab.system.sandbox import Sandbox
 
     # This copy lives in pytest's private temporary directory, which a
@@ -130,7 +130,7 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     # edit is what is tested here, not the sandbox).
     result = grade(project / "solutions", GradeOptions(root=project, build_dir=Path(build), sandbox=Sandbox(),
                                                        out_dir=tmp_path / "graded", parts=("naive",)))
-    tests = results_json(result, edited)["tests"]
+    tests = graded_tests(result, edited)
     public = next(t for t in tests if t["name"].startswith("Naive kernel: public cases"))
     hidden = next(t for t in tests if t["name"].startswith("Naive kernel: hidden cases"))
     assert public["max_score"] + hidden["max_score"] == pytest.approx(12)

@@ -1,7 +1,11 @@
 """results.json against Gradescope's published field list, and what students may see."""
 
 import dataclasses
+import functools
 import json
+import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from grade_fixtures import LADDER_H100, challenge_result, failing_boundary, grade_result, graded_answers, passing_tiled
@@ -211,3 +215,117 @@ def test_the_speed_test_shows_every_size_against_cublas_and_the_reference(assign
     assert "- at 2048x4096x8192: 32,876 GFLOP/s" in speed and "(51,929 GFLOP/s)" in speed
     assert "80 % of cuBLAS SGEMM at each size: 41,329 GFLOP/s at 4096x4096x4096" in speed
     assert "≤ 9,256 GFLOP/s at 4096x4096x4096, ≤ 9,076 GFLOP/s at 2048x4096x8192" in speed
+
+
+# Real gradings on a machine that shows no GPU (CUDA_VISIBLE_DEVICES="" hides
+# any there is): naive.cu alone (tests/submissions/missing-files), the
+# reference solutions, and an empty hand-in. Shared with test_report.py and
+# test_prairielearn.py; each is graded once per test process.
+
+ROOT = Path(__file__).resolve().parents[2]
+HAND_INS = {"missing-files": ROOT / "tests" / "submissions" / "missing-files", "solutions": ROOT / "solutions"}
+
+
+@functools.lru_cache(maxsize=None)
+def _graded(hand_in: str):
+    from tilelab.grading.grade import GradeOptions, grade
+    from tilelab.system.sandbox import Sandbox
+
+    build = Path(os.environ.get("TILELAB_BUILD_DIR", "/nonexistent"))
+    if not (build / "bin" / "tilelab-verify").exists():
+        return None
+    source = HAND_INS.get(hand_in) or Path(tempfile.mkdtemp(prefix="tilelab-empty-hand-in-"))
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        # As the current user: the sandbox is not what these tests are about.
+        return grade(source, GradeOptions(root=ROOT, build_dir=build, out_dir=Path(tempfile.mkdtemp()),
+                                          sandbox=Sandbox()))
+    finally:
+        if hidden is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = hidden
+
+
+def graded_without_a_gpu(hand_in: str):
+    """The GradeResult of a real grading of `hand_in` ("missing-files",
+    "solutions" or "empty") with no GPU in sight."""
+    result = _graded(hand_in)
+    if result is None:
+        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
+    if result.gpu is not None:
+        pytest.skip("skipped: CUDA_VISIBLE_DEVICES did not hide this machine's GPU")
+    return result
+
+
+def visible_tests(doc: dict) -> list:
+    return [t for t in doc["tests"] if t.get("visibility", doc.get("visibility", "visible")) != "hidden"]
+
+
+def test_without_a_gpu_the_score_is_withheld_and_nothing_that_did_not_run_is_failed(assignment):
+    result = graded_without_a_gpu("missing-files")
+    doc = results_json(result, assignment)
+    check_spec(doc)
+    # Recorded 0, marked withheld for the staff, with a hidden test saying so (which also hides the total).
+    assert doc["score"] == 0.0 and "no GPU" in doc["extra_data"]["tilelab"]["withheld"]
+    (staff,) = [t for t in doc["tests"] if t["name"] == "Score withheld: no GPU (staff only)"]
+    assert staff["visibility"] == "hidden" and "not the student's" in staff["output"]
+    # Each part keeps its build test only; the GPU stages have no test to fail.
+    part_tests = [t for t in doc["tests"] if set(t["tags"]) & {p.id for p in result.parts}]
+    assert [t["name"].split(": ")[-1] for t in part_tests] == ["build"] * len(result.parts)
+    naive, tiled = part_tests[0], part_tests[1]
+    assert naive["status"] == "passed"
+    assert ("Not run here (this grader has no GPU): 11 public cases, 12 hidden cases, launch checks, sanitizers "
+            "and speed.") in naive["output"]
+    # A missing file is the student's to fix: still a failed build test, naming the file.
+    assert tiled["status"] == "failed" and "tiled.cu is missing" in tiled["output"]
+    failed = [t["name"] for t in visible_tests(doc) if t["status"] == "failed"]
+    assert all(n.endswith(": build") and "Naive" not in n or n.startswith("Question ") for n in failed), failed
+    # Said once, at the top: not the student's fault, and the score is not theirs.
+    shown = student_visible_text(doc)
+    assert doc["output"].startswith("**Not graded: this grader has no GPU.**")
+    assert shown.count("not a problem with your work") == 1 and "the score of this run is not yours" in shown
+    assert "score nothing" not in shown and "points in the tests shown now" not in shown
+
+
+def test_without_a_gpu_each_part_has_one_cause_in_the_summary(assignment):
+    doc = results_json(graded_without_a_gpu("missing-files"), assignment)
+    rows = dict(line.strip("| ").split(" | ") for line in doc["output"].splitlines()
+                if line.startswith("| ") and not line.startswith(("| part", "| ---")))
+    assert rows["Naive kernel"] == "built; not run here (no GPU)"
+    assert rows["Tiled kernel with shared memory"] == "tiled.cu is missing"
+    assert rows["Challenge: toward cuBLAS"] == "challenge.cu is missing"
+    assert "static checks: " not in doc["output"]  # the cause, not the stage it was found in
+
+
+def test_the_reference_solutions_without_a_gpu_build_and_fail_nothing(assignment):
+    result = graded_without_a_gpu("solutions")
+    doc = results_json(result, assignment)
+    check_spec(doc)
+    assert doc["score"] == 0.0 and "withheld" in doc["extra_data"]["tilelab"]
+    builds = [t for t in doc["tests"] if t["name"].endswith(": build")]
+    assert len(builds) == len(result.parts) and all(t["status"] == "passed" for t in builds)
+    assert all("Not run here (this grader has no GPU)" in t["output"] for t in builds)
+    # The questions need no GPU: graded as ever (the key gives every automatic point).
+    questions = [t for t in doc["tests"] if "questions" in t["tags"]]
+    assert questions and all(t["status"] == "passed" and t["score"] == t["max_score"] for t in questions)
+    assert not [t["name"] for t in visible_tests(doc) if t["status"] == "failed"]
+
+
+def test_a_hand_in_with_nothing_built_keeps_its_score_and_one_line_per_case_set(assignment):
+    """Nothing built, nothing needed a GPU: the score (0) is the student's,
+    and what did not run says why once per part and case set, never per case."""
+    result = graded_without_a_gpu("empty")
+    doc = results_json(result, assignment)
+    check_spec(doc)
+    assert doc["score"] == 0.0 and "withheld" not in doc["extra_data"]["tilelab"]
+    assert "**0.00 / " in doc["output"] and "| Tiled kernel with shared memory | tiled.cu is missing |" in doc["output"]
+    by_name = {t["name"]: t for t in doc["tests"]}
+    public = by_name["Tiled kernel with shared memory: public cases (5)"]
+    assert public["output"] == "5 public cases: not run: tiled.cu is missing" and public["status"] == "failed"
+    assert by_name["Tiled kernel with shared memory: hidden cases (5)"]["output"] == \
+        "5 hidden cases: not run: tiled.cu is missing"
+    assert "- **speed**: not run — tiled.cu is missing" in by_name["Tiled kernel with shared memory: speed"]["output"]
+    # No table of cases that did not run, in any test.
+    assert not [t["name"] for t in doc["tests"] if "| case |" in t["output"]]

@@ -104,3 +104,18 @@ def test_extra_credit_stays_out_of_the_denominator_and_the_score_stops_at_one(as
     doc = prairielearn.results(full, assignment)
     assert full.score / full.max_score > 1 and doc["score"] == 1.0
     assert "PrairieLearn's score stops at 100 %" in doc["message"] and prairielearn.spec_problems(doc) == []
+
+
+def test_a_real_grading_without_a_gpu_shows_what_ran_and_no_test_for_what_did_not(assignment):
+    from test_gradescope import graded_without_a_gpu
+
+    result = graded_without_a_gpu("missing-files")
+    doc = prairielearn.results(result, assignment)
+    assert prairielearn.spec_problems(doc) == []
+    assert doc["gradable"] is False and "no GPU" in doc["format_errors"][0]
+    parts = [t for t in doc["tests"] if t["description"] in {p.id for p in result.parts}]
+    # As on Gradescope: a build test per part, the GPU stages not one test each.
+    assert [t["name"].split(": ")[-1] for t in parts] == ["build"] * len(result.parts)
+    assert parts[0]["message"] == "passed" and "Not run here (this grader has no GPU)" in parts[0]["output"]
+    assert parts[1]["message"] == "failed" and "tiled.cu is missing" in parts[1]["output"]
+    assert "| case |" not in str(doc)

@@ -323,9 +323,10 @@ def test_no_gpu_result_says_so_and_plots_nothing(tmp_path):
     md = render_markdown(result)
     assert "| GPU | no GPU: GPU stages did not run |" in md
     assert "all passed" not in md
-    assert "not run: correctness and 4 later stages" in md
-    assert "4 hidden cases: not run." in md and "0 passed" not in md
-    assert "Hidden cases: not run." in render_markdown(result, "staff")
+    # One cause for the part, and one line for the hidden cases it has no record of.
+    assert "| not run: no CUDA device on this machine |" in md
+    assert "⚪ 4 hidden cases: not run: no CUDA device on this machine" in md and "0 passed" not in md
+    assert "4 hidden cases: not run: no CUDA device on this machine" in render_markdown(result, "staff")
     assert not plot_roofline(result, tmp_path / "roofline.png")
     assert not (tmp_path / "roofline.png").exists()
 
@@ -484,11 +485,11 @@ def test_check_names_the_rule_its_targets_come_from(result):
         print_check(result, console)
         return console.export_text()
 
-    assert "a share of the reference solution's speed, timed on this GPU" in printed()
+    assert "a share of the reference solution's speed timed on this GPU" in printed()
     result.parts[0].speed.rule = "estimate"
     text = printed()
-    assert "5278 / ~4235 GFLOP/s" in text
-    assert "Speed targets (~) are estimates: this machine has no reference solutions to time" in text
+    assert "5278/~4235" in text
+    assert "Targets marked ~ are estimates: this machine has no reference solutions to time" in text
 
 
 def test_check_shows_each_size_of_the_challenge_against_cublas():
@@ -502,8 +503,9 @@ def test_check_shows_each_size_of_the_challenge_against_cublas():
     print_check(result, console)
     text = console.export_text()
     # Full credit from 0.8 x cuBLAS: 41,329 at 4096^3 (cuBLAS 51,661), 41,543 at 2048 x 4096 x 8192 (51,929).
-    assert "32418 / 41329 GFLOP/s (63% of cuBLAS)" in text and "32876 / 41543 GFLOP/s (63% of cuBLAS)" in text
-    assert "a share of cuBLAS SGEMM (FP32) timed here" in text and "extra" in text
+    assert "32418/41329" in text and "32876/41543" in text
+    assert "63% at 4096x4096x4096, 63% at 2048x4096x8192 of cuBLAS SGEMM's speed here" in text
+    assert "a share of cuBLAS SGEMM (FP32) timed here" in text and "extra credit" in text
 
 
 # The challenge part, scored against cuBLAS (grade_fixtures: the H100 figures
@@ -575,3 +577,46 @@ def test_rooflines_drawn_in_many_threads_at_once_all_come_out(result, tmp_path):
         drawn = list(pool.map(lambda p: plot_roofline(result, p), paths))
     assert all(drawn)
     assert all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
+
+
+# Real gradings with no GPU in sight (test_gradescope.graded_without_a_gpu).
+
+
+def test_a_missing_file_is_the_parts_one_line_not_a_row_per_stage_or_case():
+    from test_gradescope import graded_without_a_gpu
+
+    result = graded_without_a_gpu("missing-files")
+    for audience in ("student", "staff"):
+        md = render_markdown(result, audience)
+        summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+        assert "| tiled.cu is missing |" in summary and "failed: static checks" not in summary
+        tiled = section(md, "tiled")
+        assert ("⚪ not run: tiled.cu is missing: its build, 5 public cases, 5 hidden cases, launch checks, "
+                "sanitizers and speed") in tiled
+        assert "Hand in tiled.cu (the file name must match exactly) with launchTiled in it." in tiled
+        # No stage table, no case rows, no empty Speed and Launches sections.
+        assert not [line for line in tiled.splitlines() if line.startswith("|")], tiled
+        assert "### " not in tiled
+        html = render_html(result, audience)
+        assert "tiled.cu is missing: its build, 5 public cases" in html and "<code>w96</code>" not in html
+
+
+def test_without_a_gpu_the_cases_are_one_line_per_set():
+    from test_gradescope import graded_without_a_gpu
+
+    result = graded_without_a_gpu("missing-files")
+    for audience in ("student", "staff"):
+        naive = section(render_markdown(result, audience), "naive")
+        assert "**not run: no CUDA device on this machine**" in naive
+        cases = naive.split("### Cases", 1)[1].split("### Speed", 1)[0]
+        assert cases.split() == ("⚪ 11 public cases: not run: no CUDA device on this machine "
+                                 "⚪ 12 hidden cases: not run: no CUDA device on this machine").split()
+    # The reference solutions: no part lists a case, in either report.
+    solutions = graded_without_a_gpu("solutions")
+    for audience in ("student", "staff"):
+        md = render_markdown(solutions, audience)
+        assert "| case |" not in md and "Public cases:" not in md
+        assert md.count("public cases: not run: no CUDA device on this machine") == len(solutions.parts)
+        html = render_html(solutions, audience)
+        assert "<th>case</th>" not in html
+        assert html.count("public cases: not run: no CUDA device on this machine") == len(solutions.parts)

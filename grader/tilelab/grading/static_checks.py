@@ -145,6 +145,11 @@ def _line_of(code: str, pos: int) -> int:
     return code.count("\n", 0, pos) + 1
 
 
+def missing_summary(file: str) -> str:
+    """The static stage's summary when a part's file was not handed in (the reports name it as the cause)."""
+    return f"{file} is missing"
+
+
 def check_source(path: Path, part: Part) -> StaticResult:
     """The checks that need only the file."""
     name = part.file
@@ -153,7 +158,7 @@ def check_source(path: Path, part: Part) -> StaticResult:
     if not path.exists():
         return StaticResult(
             False,
-            f"{name} is missing",
+            missing_summary(name),
             hints=[f"Hand in {name} (the file name must match exactly) with {part.launcher} in it."],
         )
     if not path.is_file():

@@ -23,6 +23,21 @@ assignment's total (GradeResult.max_score), which they must not raise.
 A part scored against cuBLAS adds the top-level "leaderboard" (its columns
 and the rule for a hand-in that does not rank: outputs/leaderboard.py).
 
+What did not run is said once per part (outputs/causes.py): "tiled.cu is
+missing", "11 public cases: not run: ...", never a row per case.
+
+Without a GPU (a grading whose parts built but could not run:
+causes.gpu_withheld) the score is withheld. Gradescope records the top-level
+"score" whatever it holds and has no "not graded" value, and it draws every
+test passed or failed (a test with neither score nor status reads as failed),
+so: each part keeps only its build test (with what did not run in its
+output), the score is 0 as in error_results, the top says once that the GPU
+stages could not run here and that this is not the student's fault, and a
+hidden staff test says the 0 is not the student's; being hidden, it also
+keeps the total from students (the spec: no total while a test is hidden).
+extra_data.tilelab.withheld marks such results. (The leaderboard is sent as
+for any hand-in that does not rank: 0 in every column, leaderboard.py.)
+
 A results.json is always written: when the grader itself fails, a visible
 "Autograder error" test says so (not the student's fault) and a hidden one
 holds the traceback for staff.
@@ -33,15 +48,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..grading.model import STAGE_TITLES, STAGES, GradeResult, PartResult
+from ..grading.model import NO_DEVICE_NOTE, STAGE_TITLES, STAGES, GradeResult, PartResult
 from ..grading.scoring import CUBLAS, case_points
 from ..spec.answers import AnswersResult
 from ..spec.assignment import Assignment
 from ..system.atomic import write_atomically
+from . import causes
 from .fields import field_problems
 from .leaderboard import gradescope_entries
 from .report import cublas_speed_rows, full_credit_words, md_text, reference_words
 
+# A grading without a GPU (causes.gpu_withheld): said once, at the top, to
+# students; to the staff in a hidden test and in extra_data.
+NO_GPU_SUMMARY = ("**Not graded: this grader has no GPU.** The GPU stages of each part (correctness, launch checks, "
+                  "sanitizers, speed) could not run here. This is not a problem with your work, and the score of this "
+                  "run is not yours: it is withheld until the submission is graded on a GPU. What did run is shown "
+                  "below: each part's static checks and build (fix what they report), and the questions.")
+NO_GPU_BUILT = "built; not run here (no GPU)"
+NO_GPU_WITHHELD = "no GPU on this grader: the parts were built but not run"
+NO_GPU_STAFF = ("This grader has no GPU: the parts were built but not run, so the score recorded for this submission "
+                "(0) is withheld, not the student's. Grade the submission on a machine with a GPU (the autograder "
+                "image, README \"Docker (TAs)\") and enter that score. extra_data.tilelab.withheld marks every such "
+                "submission.")
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
 _QUESTION_MARK = {"correct": "correct", "wrong": "WRONG", "unanswered": "no answer", "invalid": "NOT READABLE",
                   "collected": "collected for a TA", "not_graded": "not graded"}
@@ -64,11 +92,14 @@ def _visible_status(result: PartResult, name: str) -> str:
 def _stage_line(result: PartResult, name: str) -> str:
     st = result.stages[name]
     status = _visible_status(result, name)
-    summary = st.summary.removeprefix("not run: ") if status == "not_run" else st.summary
+    summary = causes.bare(causes.stage_reason(result, st)) if status == "not_run" else st.summary
     return f"- **{STAGE_TITLES[name]}**: {_MARK[status]}{' — ' + summary if summary else ''}"
 
 
 def _visible_problem(result: PartResult) -> str:
+    headline = causes.not_run_headline(result)
+    if headline:
+        return headline
     for name in STAGES:
         if _visible_status(result, name) in ("failed", "error"):
             return f"{STAGE_TITLES[name]}: {result.stages[name].summary}"
@@ -98,6 +129,9 @@ def _stage_block(result: PartResult, names: tuple) -> str:
 
 def _public_output(result: PartResult) -> str:
     public = [c for c in result.cases if c.set == "public"]
+    not_run = causes.cases_line(result, public, "public")
+    if not_run:
+        return not_run
     lines = [_stage_line(result, "correctness"), ""]
     if public:
         lines += ["| case | j x k x l | result |", "| --- | --- | --- |"]
@@ -120,6 +154,9 @@ def _public_output(result: PartResult) -> str:
 
 def _hidden_output(result: PartResult) -> str:
     hidden = [c for c in result.cases if c.set == "hidden"]
+    not_run = causes.cases_line(result, hidden, "hidden", result.hidden_total)
+    if not_run:
+        return not_run
     passed = sum(c.passed for c in hidden)
     # Names and sizes of hidden cases stay hidden even after publication.
     return f"{passed} of {len(hidden)} hidden cases passed."
@@ -165,7 +202,18 @@ def _test(name: str, number: str, score: float, max_score: float, output: str, t
     }
 
 
-def part_tests(result: PartResult, index: int, visibility: dict) -> list:
+def _no_gpu_line(result: PartResult) -> str:
+    """What of a built part a grader without a GPU could not run."""
+    counts = [causes.count_words(n, s) for n, s in ((sum(c.set == "public" for c in result.cases), "public"),
+                                                    (result.hidden_total, "hidden")) if n]
+    return f"Not run here (this grader has no GPU): {', '.join(counts + ['launch checks', 'sanitizers'])} and speed."
+
+
+def part_tests(result: PartResult, index: int, visibility: dict, no_gpu: bool = False) -> list:
+    """The part's tests. With `no_gpu` (causes.gpu_withheld) only its build:
+    the rest did not run, for no fault of the student's, and Gradescope
+    draws every test passed or failed (one without a status reads as
+    failed), so they are left out and the build's test says what did not run."""
     tags = [result.id]
     title = f"{result.title} (extra credit)" if result.extra_credit else result.title
     per_case = case_points(result.correctness_max, len(result.cases))
@@ -184,10 +232,13 @@ def part_tests(result: PartResult, index: int, visibility: dict) -> list:
             max_score = 0.0
         return _test(name, number, score, max_score, output, tags, shown, passed)
 
-    tests = [
-        _test(f"{title}: build", f"{index}.1", 0, 0, _stage_block(result, ("static", "build")), tags,
-              passed=result.stages["build"].status == "passed"),
-    ]
+    build_output = _stage_block(result, ("static", "build"))
+    if no_gpu and causes.built(result):
+        build_output += "\n\n" + _no_gpu_line(result)
+    tests = [_test(f"{title}: build", f"{index}.1", 0, 0, build_output, tags,
+                   passed=result.stages["build"].status == "passed")]
+    if no_gpu:
+        return tests
     public_score = 0.0 if withheld else per_case * sum(c.passed for c in public)
     tests.append(scored(f"{title}: public cases ({len(public)})", f"{index}.2", public_score,
                         per_case * len(public), _public_output(result), visibility["public"],
@@ -261,9 +312,34 @@ def _answers_summary(answers: AnswersResult, shown_when: str = "") -> list:
     return lines
 
 
-def summary_output(result: GradeResult, tests: list) -> str:
+def summary_output(result: GradeResult, tests: list, no_gpu: bool = False) -> str:
     """The top of the Gradescope page. Gradescope hides the total while any
-    test is hidden, so this shows only what students may see now."""
+    test is hidden, so this shows only what students may see now; with
+    `no_gpu` (causes.gpu_withheld), that the score is withheld, and why."""
+    if no_gpu:
+        lines = [NO_GPU_SUMMARY]
+    else:
+        lines = _points_shown(result, tests)
+    if result.gpu:
+        lines.append(f"Graded on {result.gpu.get('name', 'a GPU')}.")
+    # The headline says it for the whole grading; this note's "score nothing" would contradict it.
+    lines += [f"- {n}" for n in result.notes if not (no_gpu and n == NO_DEVICE_NOTE)]
+    if result.answers is not None:
+        visibility = next((t["visibility"] for t in tests if "questions" in t.get("tags", [])), "visible")
+        when = {"visible": "", "after_due_date": "after the due date", "after_published": "when grades are published",
+                "hidden": "to the course staff only"}[visibility]
+        lines += [""] + _answers_summary(result.answers, when)
+    if result.parts:
+        lines += ["", "| part | first problem |", "| --- | --- |"]
+    for p in result.parts:
+        # Without a GPU the headline gives the cause once; a row says what of the part is known.
+        problem = NO_GPU_BUILT if no_gpu and causes.built(p) else _visible_problem(p)
+        lines.append(f"| {p.title} | {problem.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def _points_shown(result: GradeResult, tests: list) -> list:
+    """The points students can see now, and what is still to come."""
     visible = [t for t in tests if t["visibility"] == "visible"]
     score = sum(t["score"] for t in visible)
     max_score = sum(t["max_score"] for t in visible)
@@ -275,28 +351,18 @@ def summary_output(result: GradeResult, tests: list) -> str:
     hidden = sum(p.hidden_total for p in result.parts)
     if hidden:
         lines.append(f"Hidden cases ({hidden} in all) are graded too; their results appear when grades are published.")
-    if result.gpu:
-        lines.append(f"Graded on {result.gpu.get('name', 'a GPU')}.")
-    lines += [f"- {n}" for n in result.notes]
-    if result.answers is not None:
-        visibility = next((t["visibility"] for t in tests if "questions" in t.get("tags", [])), "visible")
-        when = {"visible": "", "after_due_date": "after the due date", "after_published": "when grades are published",
-                "hidden": "to the course staff only"}[visibility]
-        lines += [""] + _answers_summary(result.answers, when)
-    if result.parts:
-        lines += ["", "| part | first problem |", "| --- | --- |"]
-    for p in result.parts:
-        lines.append(f"| {p.title} | {_visible_problem(p).replace('|', '/')} |")
-    return "\n".join(lines)
+    return lines
 
 
-def graded_tests(result: GradeResult, assignment: Assignment) -> list:
+def graded_tests(result: GradeResult, assignment: Assignment, no_gpu: bool = False) -> list:
     """Every test of a grading in Gradescope's form: each part's stages, each
     question, and (hidden) the staff's notes. PrairieLearn's results are made
-    from the same list (prairielearn.py)."""
+    from the same list (prairielearn.py). With `no_gpu` (causes.gpu_withheld)
+    each part has its build test only, and a hidden test tells the staff
+    that the score is withheld."""
     tests = []
     for i, part in enumerate(result.parts, start=1):
-        tests += part_tests(part, i, assignment.grading["visibility"])
+        tests += part_tests(part, i, assignment.grading["visibility"], no_gpu)
     if result.answers is not None:
         tests += question_tests(result.answers, {q.id: q.text for q in assignment.questions},
                                 assignment.grading["visibility"]["questions"])
@@ -304,23 +370,30 @@ def graded_tests(result: GradeResult, assignment: Assignment) -> list:
         # What went wrong in the grader itself, for the staff's eyes only.
         tests.append(_test("Grader notes (staff only)", "S.1", 0, 0,
                            "\n".join(f"- {n}" for n in result.staff_notes), ["staff"], "hidden"))
+    if no_gpu:
+        # Hidden, it also keeps the recorded 0 from students: Gradescope shows no total while a test is hidden.
+        tests.append(_test("Score withheld: no GPU (staff only)", f"S.{1 + bool(result.staff_notes)}", 0, 0,
+                           NO_GPU_STAFF, ["staff"], "hidden", passed=False))
     return tests
 
 
 def results_json(result: GradeResult, assignment: Assignment) -> dict:
-    tests = graded_tests(result, assignment)
+    no_gpu = causes.gpu_withheld(result)
+    tests = graded_tests(result, assignment, no_gpu)
     leaderboard = gradescope_entries(result, assignment)
     return {
-        "score": _round(sum(t["score"] for t in tests)),
+        # Gradescope records this score whatever it is: withheld, it is the 0 an autograder error records too.
+        "score": 0.0 if no_gpu else _round(sum(t["score"] for t in tests)),
         "execution_time": round(result.seconds, 2),
-        "output": summary_output(result, tests),
+        "output": summary_output(result, tests, no_gpu),
         "output_format": "md",
         "test_output_format": "md",
         "test_name_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "extra_data": {"tilelab": {"mode": result.mode, "seed": result.seed, "gpu": result.gpu,
-                                   "ceilings": result.ceilings, "calibration": result.calibration}},
+                                   "ceilings": result.ceilings, "calibration": result.calibration,
+                                   **({"withheld": NO_GPU_WITHHELD} if no_gpu else {})}},
         "tests": tests,
         **({"leaderboard": leaderboard} if leaderboard else {}),
     }

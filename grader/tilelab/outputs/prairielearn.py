@@ -35,6 +35,7 @@ from typing import Optional
 
 from ..grading.model import GradeResult
 from ..spec.assignment import Assignment
+from . import causes
 from .fields import field_problems
 from .gradescope import graded_tests
 
@@ -56,18 +57,18 @@ def _image(path: Path, label: str) -> dict:
 
 def _not_gradable(result: GradeResult) -> list:
     """Why nothing of this hand-in can be graded (empty: it can be)."""
-    built = [p for p in result.parts if p.stages["build"].status == "passed"]
-    if built and result.gpu is None:
+    if causes.gpu_withheld(result):
         return ["The grading machine has no GPU, so no part could be run. This is not a problem with your "
                 "work: tell the course staff."]
     uncompiled = [p for p in result.parts if p.stages["build"].status == "failed"]
-    if uncompiled and not built:
+    if uncompiled and not any(causes.built(p) for p in result.parts):
         return [f"{p.file}: {p.stages['build'].summary}" for p in uncompiled]
     return []
 
 
 def results(result: GradeResult, assignment: Assignment, plot: Optional[Path] = None) -> dict:
-    tests = [t for t in graded_tests(result, assignment) if t["visibility"] != "hidden"]
+    # Without a GPU, as on Gradescope: each part's build, and no test for what did not run.
+    tests = [t for t in graded_tests(result, assignment, causes.gpu_withheld(result)) if t["visibility"] != "hidden"]
     extra = sum(p.score for p in result.parts if p.extra_credit)
     message = f"{result.score:.2f} / {result.max_score:.2f} points"
     if any(p.extra_credit for p in result.parts):

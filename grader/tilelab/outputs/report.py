@@ -36,6 +36,7 @@ import jinja2
 from ..grading.model import ESTIMATED_RULE, STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
 from ..grading.scoring import CUBLAS
 from ..spec.answers import AnswersResult
+from . import causes
 
 AUDIENCES = ("student", "staff")
 
@@ -351,9 +352,10 @@ def _error_tables(cases: list) -> tuple:
     return [_first_errors_view(c) for c in shown], note
 
 
-def _cases_view(cases: list, total: int = 0) -> dict:
+def _cases_view(cases: list, total: int = 0, not_run_line: str = "") -> dict:
     """Rows and counts of one case set. `total` may exceed the rows: cases
-    that never ran (no GPU, a crash before them) may have no record."""
+    that never ran (no GPU, a crash before them) may have no record.
+    `not_run_line` (causes.cases_line) stands for rows that all say one thing."""
     total = max(total, len(cases))
     ran = [c for c in cases if c.ran]
     passed = sum(1 for c in ran if c.passed)
@@ -366,7 +368,8 @@ def _cases_view(cases: list, total: int = 0) -> dict:
         short_counts = f"{passed} passed{did_not_run}"  # after "N hidden cases: "
     errors, errors_note = _error_tables(cases)
     return {
-        "rows": [_case_view(c) for c in cases],
+        "rows": [] if not_run_line else [_case_view(c) for c in cases],
+        "not_run_line": not_run_line,
         "errors": errors,
         "errors_note": errors_note,
         "total": total,
@@ -542,32 +545,19 @@ def _launch_line(launches: list) -> str:
     return f"{count} in one correctness call: " + "; ".join(kernels)
 
 
-def _part_status(stages: list) -> str:
-    """The first problem in words: the first failed stage, else the stages not run."""
-    for stage in stages:
-        title = STAGE_TITLES.get(stage.name, stage.name)
-        if stage.status == "failed":
-            return f"failed: {title}"
-        if stage.status not in ("passed", "not_run"):
-            return f"grader error: {title}"
-    not_run = [STAGE_TITLES.get(s.name, s.name) for s in stages if s.status == "not_run"]
-    if len(not_run) > 2:
-        return f"not run: {not_run[0]} and {len(not_run) - 1} later stages"
-    if not_run:
-        return "not run: " + " and ".join(not_run)
-    return "all passed"
-
-
 def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
     redact = (lambda text: text) if staff else _hidden_redactor(part)
     stages = _stages_in_order(part)
     stage_views = [_stage_view(s, staff, redact) for s in stages]
     by_name = {s["name"]: s for s in stage_views}
 
-    public = _cases_view([c for c in part.cases if c.set != "hidden"])
+    public_cases = [c for c in part.cases if c.set != "hidden"]
+    public = _cases_view(public_cases, 0, redact(causes.cases_line(part, public_cases, "public")))
     # hidden_total counts the hidden cases to grade, the list holds those
     # with a record; without a GPU the list is empty and the count is not.
-    hidden = _cases_view([c for c in part.cases if c.set == "hidden"], part.hidden_total)
+    hidden_cases = [c for c in part.cases if c.set == "hidden"]
+    hidden = _cases_view(hidden_cases, part.hidden_total,
+                         redact(causes.cases_line(part, hidden_cases, "hidden", part.hidden_total)))
 
     correctness_words = []
     if public["total"]:
@@ -609,7 +599,9 @@ def _part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
         "max_score": fmt_points(part.max_score) + (" (extra credit)" if part.extra_credit else ""),
         "correctness_cell": correctness_cell,
         "speed_cell": speed_cell,
-        "status": _part_status(stages),
+        "status": causes.part_status(part, stages),
+        # A missing file: one line for all that did not run, in place of the stages and cases.
+        "missing_line": causes.missing_line(part, public["total"], hidden["total"]) if causes.missing(part) else "",
         "stages": stage_views,
         "problem_stages": [s for s in stage_views if s["detail_lines"] or s["hints"]],
         "public": public,
