@@ -31,9 +31,9 @@ else()
     OUTPUT_VARIABLE _tilelab_json_include OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
     RESULT_VARIABLE _tilelab_json_rc)
   if(NOT _tilelab_json_rc EQUAL 0 OR NOT EXISTS "${_tilelab_json_include}/nlohmann/json.hpp")
-    message(FATAL_ERROR "tilelab: nlohmann/json not found: run ./scripts/bootstrap (it fetches the headers from "
-                        "PyPI), or install it (apt install nlohmann-json3-dev; pip install nlohmann-json into "
-                        "${Python3_EXECUTABLE})")
+    message(FATAL_ERROR "tilelab: nlohmann/json not found: install it (apt install nlohmann-json3-dev, or pip "
+                        "install nlohmann-json into ${Python3_EXECUTABLE}); scripts/bootstrap and the autograder's "
+                        "setup.sh fetch it themselves where PyPI can be reached")
   endif()
   add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED GLOBAL)
   set_target_properties(nlohmann_json::nlohmann_json PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_tilelab_json_include}")

@@ -7,7 +7,9 @@
 #
 #   setup.sh [STEP...]   the steps, in this order (default: all three)
 #     system    apt packages, and the unprivileged user student code runs as
-#     python    the virtual environment .venv and the grader's dependencies
+#     python    the virtual environment .venv, the grader's dependencies,
+#               and CMake 3.24 or newer (scripts/build-deps: from PyPI into
+#               .venv where apt's is older, as on Ubuntu 22.04)
 #     project   the grader itself, the harness and tools (build/), and the
 #               permissions that keep the key and the hidden cases from
 #               student code
@@ -56,6 +58,9 @@ step_python() {
   # runs this step before the grader's sources are in the image, so that
   # changing them does not download the packages again.
   bash scripts/python-env --packages --no-test-tools
+  # shellcheck source=SCRIPTDIR/../scripts/build-deps
+  . scripts/build-deps
+  deps_cmake || exit 1
 }
 
 step_project() {
@@ -83,11 +88,25 @@ step_project() {
 
   command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
   nvcc --version | tail -1
+  # shellcheck source=SCRIPTDIR/../scripts/build-deps
+  . scripts/build-deps
+  deps_cmake || exit 1  # on PATH again: Docker runs each step in a shell of its own
   # The portable architecture list of cmake/CudaArchitectures.cmake, GPU or
   # not: the references in references/ are compiled for it, and a student's
   # part must be compiled as the reference it is timed against. The build
   # links them into build/reference/, which only root can read.
-  cmake -S . -B build -DTILELAB_BUILD_TESTS=OFF -DTILELAB_PORTABLE=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
+  local log status=0
+  log=$(mktemp)
+  deps_configure "$log" -B build -DTILELAB_BUILD_TESTS=OFF -DTILELAB_PORTABLE=ON \
+    -DPython3_EXECUTABLE="$PWD/.venv/bin/python" || status=$?
+  if [ $status -ne 0 ]; then
+    # Status 2: no nlohmann/json, and the one line naming the fix is said.
+    [ $status -eq 2 ] || { cat "$log" >&2; echo "setup.sh: configuring the build failed (the output above says why)" >&2; }
+    rm -f "$log"
+    exit 1
+  fi
+  grep -E "^-- tilelab: " "$log" | sed 's/^-- tilelab: /setup.sh: /' || true
+  rm -f "$log"
   cmake --build build -j "$(nproc)"
 
   # Gradescope's layout; the results are the grader's alone.

@@ -33,7 +33,7 @@ from .starter import STARTER_DIR, StarterError, starter_files
 
 # Project files that make up the build and the grader, shared by both bundles.
 BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/roofline", "grader/tilelab",
-               "grader/pyproject.toml", "scripts/python-env", "starter")
+               "grader/pyproject.toml", "scripts/python-env", "scripts/build-deps", "starter")
 # bootstrap calls secure-checkout: run as root (a container, a notebook), the
 # grader needs the unprivileged user that runs student code.
 # reference-gpu.yaml: the grading GPU's published figures, from which `tilelab
