@@ -446,11 +446,13 @@ def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | 
             from .authoring.handout import write_handouts
 
             handout_dir = out / "handout"
+            click.echo("... the handout (Markdown, HTML, PDF)", err=True)
             write_handouts(assignment, root, handout_dir, variant="student")
             made = student_bundle(root, out / bundle_name(assignment, bundle), handout_dir)
         else:
             made = autograder_bundle(root, out / bundle_name(assignment, bundle),
-                                     objects_tree=build / "dist" / "reference-objects")
+                                     objects_tree=build / "dist" / "reference-objects",
+                                     progress=lambda m: click.echo(f"... {m}", err=True))
     except DistError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"wrote {made} ({made.stat().st_size / 1e6:.1f} MB)")
@@ -460,19 +462,21 @@ def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | 
 @_BUILD_OPTION
 @_out_option("the bundles and gradings of the gates", "gates")
 @click.option("--which", type=click.Choice(["all", "cpu", "gpu"]), default="all", show_default=True,
-              help="cpu: starter and bundles (what CI runs); gpu: the grading gates.")
+              help="cpu: starter and bundles (what CI runs); gpu: the grading gates (exit 5 without a CUDA "
+                   "device); all: both, and without a GPU the CPU gates decide.")
 @click.pass_context
 def gates(ctx: click.Context, build_dir: str | None, out_dir: str | None, which: str) -> None:
     """Check that starter, handout, bundles and autograder agree (GPU gates run where a GPU is)."""
-    from .authoring.gates import format_gates, run_gates
+    from .authoring.gates import format_gates, gates_outcome, run_gates
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
     results = run_gates(root, build, _out_path(out_dir, build, "gates"), which=which,
                         progress=lambda m: click.echo(f"... {m}", err=True))
     click.echo(format_gates(results))
-    if any(g.status == "failed" for g in results):
-        sys.exit(1)
+    outcome = gates_outcome(which, results)
+    click.echo(outcome.summary)
+    sys.exit(outcome.exit_code)
 
 
 if __name__ == "__main__":

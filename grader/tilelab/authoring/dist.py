@@ -122,16 +122,18 @@ def student_bundle(root: Path, out: Path, handout_dir: Path) -> Path:
     return out
 
 
-def autograder_bundle(root: Path, out: Path, objects_tree: Optional[Path] = None) -> Path:
+def autograder_bundle(root: Path, out: Path, objects_tree: Optional[Path] = None,
+                      progress: Optional[Callable[[str], None]] = None) -> Path:
     """Writes the Gradescope autograder zip to `out`. The references are
     compiled in `objects_tree` (default ROOT/build/dist/reference-objects),
-    which is kept for the next bundle."""
+    which is kept for the next bundle; `progress` hears how that goes."""
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     refuse_edited_starter(root, assignment)
     if not (root / ANSWER_KEY_FILE).exists():
         raise DistError(f"{ANSWER_KEY_FILE} is missing: the autograder needs the answer key")
     try:
-        objects = compile_references(root, assignment, objects_tree or root / "build" / "dist" / "reference-objects")
+        objects = compile_references(root, assignment, objects_tree or root / "build" / "dist" / "reference-objects",
+                                     progress)
     except ReferenceBuildError as e:
         raise DistError(str(e)) from None
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@ and the autograder agree with each other before anything is handed out.
                      credit: the targets tell the technique a part teaches
                      from the one before it, on whatever GPU runs the gates
 
-Without a GPU the GPU gates are reported as not run, never as passed.
+Without a GPU the GPU gates are reported as not run, never as passed, and
+gates_outcome says what that makes of the command's exit status.
 """
 
 from __future__ import annotations
@@ -28,16 +29,22 @@ import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..outputs.gradescope import results_json
 from ..spec.assignment import load_assignment
 from ..system import process
-from ..system.paths import ASSIGNMENT_FILE, missing_tools
+from ..system.paths import ASSIGNMENT_FILE, missing_tools, tool_path
+from .compiled_references import cmake_progress
 from .dist import DistError, autograder_bundle, student_bundle
 from .starter import StarterError, starter_files
 
 BUILD_TIME_LIMIT = 1800
+# The exit status of `tilelab gates` when a gate failed, and when GPU gates
+# were asked for alone and this machine has no CUDA device: the harness's
+# ExitCode::kNoDevice (include/tilelab/exit_codes.h).
+EXIT_FAILED = 1
+EXIT_NO_DEVICE = 5
 
 
 @dataclass
@@ -58,12 +65,14 @@ def _starter_gate(root: Path) -> Gate:
     return Gate("starter", "passed", f"{len(files)} files match generation from solutions/")
 
 
-def _student_gate(root: Path, work: Path) -> Gate:
+def _student_gate(root: Path, work: Path, progress: Callable) -> Gate:
     from .handout import write_handouts
 
     handout_dir = work / "handout"
+    progress("student bundle: the handout")
     write_handouts(load_assignment(root / ASSIGNMENT_FILE), root, handout_dir, variant="student")
     try:
+        progress("student bundle: packing it and unpacking it into an empty directory")
         tarball = student_bundle(root, work / "student.tar.gz", handout_dir)
     except DistError as e:
         return Gate("student-bundle", "failed", str(e))
@@ -79,11 +88,15 @@ def _student_gate(root: Path, work: Path) -> Gate:
             tar.extractall(unpacked)
     (tree,) = list(unpacked.iterdir())
     build = tree / "build"
+    # The build from scratch is most of the gates' time without a GPU (three
+    # minutes on two cores): its own progress, condensed, shows it moving.
+    progress("student bundle: configuring (CMake)")
     configured = process.run(["cmake", "-S", tree, "-B", build, f"-DPython3_EXECUTABLE={sys.executable}"],
                              BUILD_TIME_LIMIT)
     if configured.exit_code != 0:
         return Gate("student-bundle", "failed", "configure failed:\n" + configured.output[-3000:])
-    built = process.run(["cmake", "--build", build, "-j"], BUILD_TIME_LIMIT)
+    built = process.run(["cmake", "--build", build, "-j"], BUILD_TIME_LIMIT,
+                        on_line=cmake_progress(progress, "student bundle"))
     if built.exit_code != 0:
         return Gate("student-bundle", "failed", "build failed:\n" + built.output[-3000:])
     missing = missing_tools(build) + ([] if (build / "starter" / "naive").exists() else ["starter/naive"])
@@ -95,9 +108,9 @@ def _student_gate(root: Path, work: Path) -> Gate:
                 f"{configured.seconds + built.seconds:.0f} s")
 
 
-def _autograder_gate(root: Path, work: Path) -> Gate:
+def _autograder_gate(root: Path, work: Path, progress: Callable) -> Gate:
     try:
-        z = autograder_bundle(root, work / "autograder.zip")
+        z = autograder_bundle(root, work / "autograder.zip", progress=lambda m: progress(f"autograder bundle: {m}"))
     except DistError as e:
         return Gate("autograder-bundle", "failed", str(e))
     return Gate("autograder-bundle", "passed", f"{z.name} ({z.stat().st_size / 1e6:.1f} MB): entry points, "
@@ -134,14 +147,18 @@ def _starter_problems(result, assignment) -> list:
     return problems
 
 
+_GRADING_GATES = ("solutions", "starter-untouched")
+
+
 def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
     from ..grading.grade import NO_GPU, GradeOptions, grade
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
-    for name, submission in (("solutions", root / "solutions"), ("starter-untouched", root / "starter")):
-        progress(f"grading {submission.name}/")
-        result = grade(submission, GradeOptions(root=root, build_dir=build_dir, out_dir=work / name, mode="grade"))
+    for name, submission in zip(_GRADING_GATES, (root / "solutions", root / "starter")):
+        progress(f"{name}: grading {submission.name}/")
+        result = grade(submission, GradeOptions(root=root, build_dir=build_dir, out_dir=work / name, mode="grade",
+                                                progress=lambda m, name=name: progress(f"{name}: {m}")))
         if result.gpu is None:
             gates.append(Gate(name, "not_run", NO_GPU))
             continue
@@ -164,6 +181,17 @@ def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) 
     return gates
 
 
+def _previous_part_pairs(assignment) -> list:
+    """(earlier part, part) for each part that has an earlier part of the
+    same launcher signature: the nearest such one."""
+    pairs = []
+    for i, part in enumerate(assignment.parts):
+        before = next((b for b in reversed(assignment.parts[:i]) if b.signature == part.signature), None)
+        if before is not None:
+            pairs.append((before, part))
+    return pairs
+
+
 def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
     """The reference of each part handed in as the next part (where both
     have the same launcher signature), graded on that part alone."""
@@ -171,19 +199,16 @@ def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Call
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
-    for i, part in enumerate(assignment.parts):
-        # The nearest earlier part with the same launcher signature.
-        before = next((b for b in reversed(assignment.parts[:i]) if b.signature == part.signature), None)
-        if before is None:
-            continue
+    for before, part in _previous_part_pairs(assignment):
         name = f"{before.id}-as-{part.id}"
-        progress(f"grading {before.file} handed in as {part.file}")
+        progress(f"{name}: grading {before.file} handed in as {part.file}")
         hand_in = work / name
         hand_in.mkdir(parents=True)
         source = (root / "solutions" / before.file).read_text()
         (hand_in / part.file).write_text(re.sub(rf"\b{before.launcher}\b", part.launcher, source))
         result = grade(hand_in, GradeOptions(root=root, build_dir=build_dir, out_dir=work / f"{name}-results",
-                                             mode="grade", parts=(part.id,), sanitizers=False))
+                                             mode="grade", parts=(part.id,), sanitizers=False,
+                                             progress=lambda m, name=name: progress(f"{name}: {m}")))
         if result.gpu is None:
             gates.append(Gate(name, "not_run", NO_GPU))
             continue
@@ -203,6 +228,26 @@ def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Call
     return gates
 
 
+def _no_device(build_dir: Path) -> bool:
+    """Whether this machine has no CUDA device, as the grader's own probe
+    finds. Asked before any GPU gate starts: each gate's grading would build
+    every part it grades only to run none of them. Where the probe cannot
+    tell (no probe built, or it fails otherwise), the gradings go ahead and
+    say why themselves."""
+    from ..grading import roofline
+
+    tool = tool_path(build_dir, roofline.TOOL_NAME)
+    if not tool.is_file():
+        return False
+    try:
+        roofline.device_info(tool, 60)
+    except roofline.NoDevice:
+        return True
+    except roofline.RooflineError:
+        return False
+    return False
+
+
 def run_gates(root: Path, build_dir: Path, work: Path, which: str = "all",
               progress: Callable = lambda m: None) -> list:
     """which: "cpu" (the gates CI runs), "gpu" (the grading gates) or "all"."""
@@ -210,16 +255,48 @@ def run_gates(root: Path, build_dir: Path, work: Path, which: str = "all",
     work.mkdir(parents=True)
     gates = []
     if which in ("cpu", "all"):
-        progress("starter")
+        progress("starter: generated from solutions/ and compared")
         gates.append(_starter_gate(root))
-        progress("student bundle (build from scratch)")
-        gates.append(_student_gate(root, work))
-        progress("autograder bundle")
-        gates.append(_autograder_gate(root, work))
+        progress("student bundle: built from scratch")
+        gates.append(_student_gate(root, work, progress))
+        progress("autograder bundle: the references compiled, the zip packed and checked")
+        gates.append(_autograder_gate(root, work, progress))
     if which in ("gpu", "all"):
+        progress("GPU gates: looking for a CUDA device")
+        if _no_device(build_dir):
+            from ..grading.grade import NO_GPU
+
+            names = list(_GRADING_GATES) + [f"{b.id}-as-{p.id}" for b, p in
+                                            _previous_part_pairs(load_assignment(root / ASSIGNMENT_FILE))]
+            return gates + [Gate(name, "not_run", NO_GPU) for name in names]
         gates += _grading_gates(root, build_dir, work, progress)
         gates += _previous_part_gates(root, build_dir, work, progress)
     return gates
+
+
+class Outcome(NamedTuple):
+    exit_code: int  # 0, EXIT_FAILED or EXIT_NO_DEVICE
+    summary: str  # the command's closing line
+
+
+def gates_outcome(which: str, gates: list) -> Outcome:
+    """What `tilelab gates --which WHICH` ends with. A failed gate fails the
+    command. A gate that could not run (a GPU gate without a CUDA device)
+    fails it where GPU gates were asked for alone (--which gpu: a GPU job
+    must not pass without them); with --which all the CPU gates decide, as
+    on a machine without a GPU they are all it can run, and the closing line
+    says plainly that only they ran."""
+    failed = [g.name for g in gates if g.status == "failed"]
+    not_run = [g.name for g in gates if g.status == "not_run"]
+    waiting = f"{len(not_run)} GPU gates need a CUDA device ({', '.join(not_run)})"
+    if failed:
+        return Outcome(EXIT_FAILED, f"{len(failed)} of {len(gates)} gates FAILED: {', '.join(failed)}"
+                                    + (f"; {waiting}" if not_run else ""))
+    if not_run and which == "gpu":
+        return Outcome(EXIT_NO_DEVICE, f"the GPU gates did not run: {waiting}")
+    if not_run:
+        return Outcome(0, f"only the CPU gates ran, and passed: {waiting}")
+    return Outcome(0, f"all {len(gates)} gates passed")
 
 
 def format_gates(gates: list) -> str:

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -74,20 +74,29 @@ class Completed:
 
 
 class _Capture:
-    """Keeps the first and last KEEP_BYTES of a stream and counts the rest."""
+    """Keeps the first and last KEEP_BYTES of a stream and counts the rest;
+    with `on_line`, also hands it each line as it comes (a build's progress)."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream, on_line: Optional[Callable[[str], None]] = None) -> None:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        self._on_line = on_line
         self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
         self._thread.start()
 
     def _drain(self, stream) -> None:
+        # read1: what the pipe holds now, so that lines are handed on as they come.
+        read = stream.read1 if self._on_line is not None else stream.read
+        pending = b""
         while True:
-            chunk = stream.read(65536)
+            chunk = read(65536)
             if not chunk:
                 break
+            if self._on_line is not None:
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    self._on_line(line.decode("utf-8", errors="replace"))
             self.total += len(chunk)
             room = KEEP_BYTES - len(self.head)
             if room > 0:
@@ -97,6 +106,8 @@ class _Capture:
                 self.tail += chunk
                 if len(self.tail) > KEEP_BYTES:
                     del self.tail[: len(self.tail) - KEEP_BYTES]
+        if self._on_line is not None and pending:
+            self._on_line(pending.decode("utf-8", errors="replace"))
         stream.close()
 
     def text(self) -> str:
@@ -218,6 +229,7 @@ def run(
     cancel: Optional[threading.Event] = None,
     outside: Sequence = (),
     background: bool = False,
+    on_line: Optional[Callable[[str], None]] = None,
 ) -> Completed:
     """Runs argv in a process group of its own until it ends, `timeout_s`
     passes (timed_out), its watched folder outgrows the sandbox's limits, or
@@ -226,7 +238,9 @@ def run(
     itself, put in front of the sandbox's prefix, so that only argv runs in
     the sandbox (tilelab-harness and a part's launcher process).
     `background`: at the lowest CPU priority (BACKGROUND_PREFIX), for work
-    that may share the machine with another grading's timed calls."""
+    that may share the machine with another grading's timed calls.
+    `on_line`: called from a reader thread with each line of stdout as it
+    comes (the project's own builds, to show their progress)."""
     argv = [str(a) for a in argv]
     if sandbox is not None:
         argv = sandbox.wrap(argv)
@@ -247,7 +261,7 @@ def run(
     except OSError as e:  # the program cannot be run at all: as a shell says it
         message = f"cannot run {argv[0]}: {e.strerror}\n"
         return Completed(127, None, False, time.monotonic() - start, "", message, 0, len(message))
-    out, err = _Capture(proc.stdout), _Capture(proc.stderr)
+    out, err = _Capture(proc.stdout, on_line), _Capture(proc.stderr)
     timed_out = False
     stopped = None
     deadline = start + timeout_s
