@@ -68,9 +68,9 @@ HOST_CPU_FLOOR_MS = 2.0
 HOST_CPU_SHARE = 0.05
 # Printing costs host CPU time too (formatting, and the write calls), and it
 # is not arithmetic: a call may spend this much more per byte and per write
-# call it made. Several times what printf to a pipe costs on the grading
-# hosts (docs/measurements.md, "Printing from a launcher").
-PRINT_NS_PER_BYTE = 20.0
+# call it made. About five times what printf to a pipe cost a launcher in a
+# grading on the H100 (docs/measurements.md, "Printing from a launcher").
+PRINT_NS_PER_BYTE = 40.0
 PRINT_US_PER_WRITE = 5.0
 
 
