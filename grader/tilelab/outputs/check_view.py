@@ -107,8 +107,8 @@ def _answers_line(result: GradeResult) -> str:
     auto = [q for q in answers.questions if q.kind != "text"]
     answered = sum(q.status != "unanswered" for q in answers.questions)
     if not answers.graded:
-        return (f"{answers.file}: read; {answered} of {len(answers.questions)} questions answered "
-                f"({answers.not_graded_reason})")
+        return (f"{answers.file}: read; {answered} of {len(answers.questions)} questions answered; "
+                f"{answers.not_graded_reason}")
     wrong = answers.count("wrong", "invalid")
     return (f"{answers.file}: {answers.score:g} / {answers.max_score:g} points, {answers.count('correct')} of "
             f"{len(auto)} automatic answers right" + (f", [bold red]{wrong} wrong or unreadable[/bold red]"
