@@ -86,7 +86,7 @@ def test_the_check_table_fits_the_terminal_and_cuts_no_word():
 
 
 def _checkout_copy(tmp_path: Path) -> Path:
-    """A student's view of the checkout: the starter alone, plus a solved naive.cu."""
+    """A student's folder: a copy of the starter files, which a test may then edit."""
     work = tmp_path / "work"
     shutil.copytree(ROOT / "starter", work)
     return work
