@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .spec.answers import ANSWERS_FILE
+from .grading.answers import ANSWERS_FILE
 from .spec.assignment import Assignment, AssignmentError, load_assignment
 from .system.cpu_share import GRADINGS_AT_ONCE_WORDS
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
@@ -289,15 +289,15 @@ def _check_target(assignment: Assignment, name: str | None) -> tuple:
 def _device_probe(build: Path):
     """The GPU probe of a grading, started before the grader is imported
     (GradeOptions.device_probe); None where the tree has no probe to run."""
-    from .grading import roofline
+    from .grading import gpu_ceilings
 
     tool = tool_path(build, "tilelab-roofline")
-    return roofline.device_info_started(tool, 60) if tool.is_file() else None
+    return gpu_ceilings.device_info_started(tool, 60) if tool.is_file() else None
 
 
 def _gpu(build: Path, refresh: bool = False):
     """This machine's GPU and its measured ceilings, or a one-line error."""
-    from .grading import roofline as rl
+    from .grading import gpu_ceilings as rl
 
     tool = tool_path(build, "tilelab-roofline")
     try:
@@ -315,7 +315,7 @@ def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
     """Print this GPU's ceilings (measured once per GPU, then cached) and the
     reference solutions' ladder under them, with each part's speed targets."""
     from .grading import calibration
-    from .grading import roofline as rl
+    from .grading import gpu_ceilings as rl
     from .spec.reference_gpu import ReferenceGpuError, load_reference_gpu
 
     root = _root(ctx.obj["root"])
@@ -342,7 +342,7 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
     basis of its speed targets, and print the ladder (gradings reuse it until
     the references, assignment.yaml, the toolkit or the driver change)."""
     from .grading import calibration
-    from .grading import roofline as rl
+    from .grading import gpu_ceilings as rl
 
     root = _root(ctx.obj["root"])
     assignment = _load(root)

@@ -4,7 +4,7 @@
 from pathlib import Path
 
 from tilelab.grading.model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from tilelab.spec.answers import grade_answers, load_key
+from tilelab.grading.answers import grade_answers, load_key
 from tilelab.spec.assignment import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def challenge_part(gflops: tuple, speed_max: float = 15.0, correctness_max: floa
     sizes' shares combined by geometric mean), every stage passed."""
     import math
 
-    from tilelab.grading.roofline import Ceilings
+    from tilelab.grading.gpu_ceilings import Ceilings
     from tilelab.grading.scoring import cublas_target
 
     ceilings = Ceilings(H100_MEASURED["device_name"], H100_MEASURED["device_uuid"], H100_MEASURED["fp32_gflops"],

@@ -12,7 +12,7 @@ from grade_fixtures import graded_answers
 
 from tilelab.grading.grade import GradeOptions, _answers
 from tilelab.selftest.handins import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
-from tilelab.spec.answers import (MAX_BYTES, NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, AnswerKeyError,
+from tilelab.grading.answers import (MAX_BYTES, NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, AnswerKeyError,
                                   grade_answers, key_working, load_key, parse_number)
 from tilelab.spec.assignment import load_assignment
 

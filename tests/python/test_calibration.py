@@ -27,7 +27,7 @@ import yaml
 from tilelab.grading import calibration
 from tilelab.grading.calibration import Calibration, CalibrationError, ReferenceSpeed
 from tilelab.grading.model import ESTIMATED_RULE, MEASURED_RULE
-from tilelab.grading.roofline import Ceilings
+from tilelab.grading.gpu_ceilings import Ceilings
 from tilelab.grading.scoring import reference_target
 from tilelab.spec.assignment import AssignmentError, load_assignment, parse_assignment
 from tilelab.spec.reference_gpu import load_reference_gpu

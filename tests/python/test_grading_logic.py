@@ -12,7 +12,7 @@ from grade_fixtures import failing_boundary, passing_tiled
 from tilelab.grading.diagnose import case_hints
 from tilelab.grading.launch_checks import check_launches, kernel_base_name, shared_memory_untouched
 from tilelab.grading.model import CaseResult
-from tilelab.grading.roofline import Ceilings
+from tilelab.grading.gpu_ceilings import Ceilings
 from tilelab.grading.scoring import SpeedTarget, scoring_time, reference_target
 from tilelab.grading.static_checks import check_source, kernel_names, strip_comments_and_strings
 from tilelab.selftest.handins import Expectation, SelftestError, judge, load_hand_ins

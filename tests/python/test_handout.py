@@ -25,7 +25,7 @@ from tilelab.authoring.handout_figures import (boundary_grid_spec, dynamic_tiles
                                                tile_phases_spec)
 from tilelab.authoring.starter import solution_region_lines
 from tilelab.outputs.report import fmt_percent, md_text
-from tilelab.spec.answers import key_working
+from tilelab.grading.answers import key_working
 from tilelab.spec.assignment import load_assignment
 from tilelab.spec.reference_gpu import published_gflops
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.grading import gpu_cache, roofline
-from tilelab.grading.roofline import Ceilings, RooflineError
+from tilelab.grading import gpu_cache
+from tilelab.grading import gpu_ceilings as roofline
+from tilelab.grading.gpu_ceilings import Ceilings, RooflineError
 
 H100_UUID = "5a3c1e2f-0b7d-4c9e-8f21-6d4b3a2c1e0f"
 

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "grader"))
 
-from tilelab.grading import roofline  # noqa: E402
+from tilelab.grading import gpu_ceilings as roofline  # noqa: E402
 from tilelab.system.paths import tool_path  # noqa: E402
 
 

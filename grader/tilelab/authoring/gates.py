@@ -234,16 +234,16 @@ def _no_device(build_dir: Path) -> bool:
     every part it grades only to run none of them. Where the probe cannot
     tell (no probe built, or it fails otherwise), the gradings go ahead and
     say why themselves."""
-    from ..grading import roofline
+    from ..grading import gpu_ceilings
 
-    tool = tool_path(build_dir, roofline.TOOL_NAME)
+    tool = tool_path(build_dir, gpu_ceilings.TOOL_NAME)
     if not tool.is_file():
         return False
     try:
-        roofline.device_info(tool, 60)
-    except roofline.NoDevice:
+        gpu_ceilings.device_info(tool, 60)
+    except gpu_ceilings.NoDevice:
         return True
-    except roofline.RooflineError:
+    except gpu_ceilings.RooflineError:
         return False
     return False
 

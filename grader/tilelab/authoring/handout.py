@@ -34,10 +34,10 @@ from pathlib import Path
 
 import yaml
 
-from ..grading.roofline import Ceilings
+from ..grading.gpu_ceilings import Ceilings
 from ..grading.scoring import CUBLAS, case_points, speed_target
 from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
-from ..spec.answers import ANSWERS_FILE, AnswerKeyError, key_working, load_key
+from ..grading.answers import ANSWERS_FILE, AnswerKeyError, key_working, load_key
 from ..spec.assignment import Assignment, Case, Part
 from ..spec.matmul import intensity
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
@@ -114,7 +114,7 @@ def reference_gpu(root: Path) -> dict:
 def _answer_key(root: Path, assignment: Assignment) -> tuple:
     """The key as the grader reads it (so `no` stays "no"), checked against
     the questions: a TA edition with a gap in its key is not made. With it,
-    the working written above each answer (spec.answers.key_working)."""
+    the working written above each answer (grading.answers.key_working)."""
     try:
         path = Path(root) / ANSWER_KEY_FILE
         return load_key(path, assignment.questions), key_working(path)

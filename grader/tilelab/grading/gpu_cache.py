@@ -1,4 +1,4 @@
-"""What is measured once per GPU and kept: its ceilings (roofline.py) and
+"""What is measured once per GPU and kept: its ceilings (gpu_ceilings.py) and
 its timed reference solutions (calibration.py). One JSON file per kind and
 GPU, named by the GPU's UUID, in $TILELAB_CACHE_DIR (default
 ~/.cache/tilelab); readers never see half a file."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..spec.answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
+from ..grading.answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
 from ..spec.assignment import Assignment, Part, load_assignment
 from ..spec.matmul import matmul_flop
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu
@@ -47,7 +47,7 @@ from ..system.gpu_lock import GpuLock
 from ..system.paths import (ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, answer_key_path, tool_path,
                             unbuilt_reason)
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
-from . import calibration, roofline
+from . import calibration, gpu_ceilings
 from .build import RecipeError, SubmissionBuild
 from .build_cache import CHECK_POLICY, GRADE_POLICY, BuildCache
 from .diagnose import STATUS_HINTS, case_hints
@@ -108,7 +108,7 @@ class GradeOptions:
     # GPU times one part after another and the grader mostly waits (the
     # commands get their reports ready then: outputs/report.py).
     while_timing: Callable[[], None] = field(default=lambda: None)
-    # The GPU probe (roofline.device_info_started), started by a command with
+    # The GPU probe (gpu_ceilings.device_info_started), started by a command with
     # this process's environment before it imported the grader. Used only
     # where the sandbox adds nothing to the environment (a batch's sandboxes
     # choose their GPU): None, or any other sandbox, and grade() probes.
@@ -511,10 +511,10 @@ def _probe_device(tool: Path, opt: GradeOptions, notes: list) -> Optional[dict]:
     try:
         if opt.device_probe is not None and not opt.sandbox.extra_env:
             return opt.device_probe.result()
-        return roofline.device_info(tool, 60, _probe_env(opt))
-    except roofline.NoDevice:
+        return gpu_ceilings.device_info(tool, 60, _probe_env(opt))
+    except gpu_ceilings.NoDevice:
         notes.append(NO_DEVICE_NOTE)
-    except roofline.RooflineError as e:
+    except gpu_ceilings.RooflineError as e:
         notes.append(f"The GPU probe failed ({e}): the GPU stages did not run.")
     return None
 
@@ -523,11 +523,11 @@ def _ceilings(tool: Path, gpu: dict, opt: GradeOptions, notes: list):
     """The GPU's measured ceilings, or None (with a note) when they could not be had."""
     try:
         # Measured (once per GPU, then cached) with the GPU to itself.
-        ceilings = None if opt.refresh_roofline else roofline.cached_ceilings(gpu)
+        ceilings = None if opt.refresh_roofline else gpu_ceilings.cached_ceilings(gpu)
         if ceilings is None:
             with opt.gpu_lock.exclusive():
-                ceilings = roofline.get_ceilings(tool, refresh=opt.refresh_roofline, env=_probe_env(opt), device=gpu)
-    except roofline.RooflineError as e:
+                ceilings = gpu_ceilings.get_ceilings(tool, refresh=opt.refresh_roofline, env=_probe_env(opt), device=gpu)
+    except gpu_ceilings.RooflineError as e:
         notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
         return None
     return ceilings

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from ..spec.answers import AnswersResult
+    from ..grading.answers import AnswersResult
 
 # The stages of a part, in the order they run.
 STAGES = ("static", "build", "correctness", "launch", "memcheck", "racecheck", "speed")

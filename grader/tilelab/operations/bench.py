@@ -165,7 +165,7 @@ def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
     """What starting a CUDA process costs, the floor of every run a grading
     makes: the GPU probe (`tilelab-roofline --device`) and a harness run of
     the naive reference on its 1x1 case (medians of 3). Empty without a GPU."""
-    from ..grading import roofline
+    from ..grading import gpu_ceilings
     from ..grading.calibration import REFERENCE_DIR
     from ..grading.runner import run_harness, write_cases
     from ..system.paths import tool_path
@@ -177,8 +177,8 @@ def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
     for i in range(3):
         clock = time.monotonic()
         try:
-            roofline.device_info(tool_path(build_dir, "tilelab-roofline"), 60)
-        except roofline.RooflineError:
+            gpu_ceilings.device_info(tool_path(build_dir, "tilelab-roofline"), 60)
+        except gpu_ceilings.RooflineError:
             return {}
         probe.append(time.monotonic() - clock)
         if binary.is_file():
@@ -192,12 +192,12 @@ def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
 
 def _compute_capability(build_dir: Path) -> Optional[str]:
     """This machine's GPU's, as a grading probes it; None without one."""
-    from ..grading import roofline
+    from ..grading import gpu_ceilings
     from ..system.paths import tool_path
 
     try:
-        return roofline.device_info(tool_path(build_dir, "tilelab-roofline"), 60).get("compute_capability")
-    except roofline.RooflineError:
+        return gpu_ceilings.device_info(tool_path(build_dir, "tilelab-roofline"), 60).get("compute_capability")
+    except gpu_ceilings.RooflineError:
         return None
 
 

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from ..grading.model import NO_DEVICE_NOTE, STAGE_TITLES, STAGES, GradeResult, PartResult
 from ..grading.scoring import CUBLAS, case_points
-from ..spec.answers import AnswersResult
+from ..grading.answers import AnswersResult
 from ..spec.assignment import Assignment
 from ..system.atomic import write_atomically
 from . import causes

@@ -35,7 +35,7 @@ import jinja2
 
 from ..grading.model import ESTIMATED_RULE, STAGE_TITLES, STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
 from ..grading.scoring import CUBLAS
-from ..spec.answers import AnswersResult
+from ..grading.answers import AnswersResult
 from . import causes
 
 AUDIENCES = ("student", "staff")

@@ -29,7 +29,7 @@ from ..grading.grade import GradeOptions, build_jobs_each, grade
 from ..system.cpu_share import gradings_at_once
 from ..grading.model import STAGES, GradeResult, PartResult
 from ..outputs.report import write_reports
-from ..spec.answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
+from ..grading.answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
 from ..system.gpu_lock import GpuLock
 from ..system.paths import answer_key_path
 from ..system.sandbox import sandbox_for_this_process

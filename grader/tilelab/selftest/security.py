@@ -24,7 +24,7 @@ from ..authoring.starter import solution_region_lines
 from ..grading.model import GradeResult
 from ..outputs.gradescope import results_json, spec_problems, student_visible_text
 from ..outputs.report import render_html, render_markdown
-from ..spec.answers import load_key
+from ..grading.answers import load_key
 from ..spec.assignment import CASE_SETS, Assignment
 from ..spec.public import public_assignment_text
 
