@@ -265,7 +265,7 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
                        device_probe=device)
     result = run_grade(submission, opt)
     write_reports(result, out, audience="student")
-    write_detailed_json(result, out / "grade.json")  # when each phase ran: tilelab bench reads it
+    write_detailed_json(result, out / "grade.json")  # when each phase ran: the benchmark reads it
     print_check(result)
     click.echo(f"full report: {out / 'report.md'}")
     sys.exit(0 if check_passed(result) else 1)
@@ -361,32 +361,6 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
     click.echo(calibration.describe(ladder, ceilings, assignment))
     for drop in fallen:
         click.echo(f"warning: far below the last calibration of this GPU: {drop}", err=True)
-
-
-@main.command()
-@_BUILD_OPTION
-@_out_option("the gradings and bench.json", "bench")
-@click.option("--gpus", default=None, help="GPUs to grade on, as for `tilelab batch` (default: all).")
-@click.option("--in-flight", type=click.IntRange(min=1), default=None,
-              help="Hand-ins graded at once on each GPU, as for `tilelab batch` [default: 3].")
-@click.pass_context
-def bench(ctx: click.Context, build_dir: str | None, out_dir: str | None, gpus: str | None,
-          in_flight: int | None) -> None:
-    """Grade a fixed set of hand-ins as `tilelab batch` does and print where
-    the time goes: phases, the critical path, GPU time, throughput."""
-    from .operations import batch as batch_mod
-    from .operations.bench import BenchError, format_bench, run_bench
-
-    root = _root(ctx.obj["root"])
-    build = _build_dir(root, build_dir)
-    out = _out_path(out_dir, build, "bench")
-    try:
-        result = run_bench(root, build, out, gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
-                           log=lambda m: click.echo(m, err=True), in_flight=in_flight)
-    except (BenchError, batch_mod.BatchError) as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(f"wrote {out / 'bench.json'}")
-    click.echo(format_bench(result))
 
 
 @main.command()

@@ -1,10 +1,10 @@
-"""The benchmark's arithmetic and its table (tilelab.operations.bench), on the
+"""The benchmark's arithmetic and its table (bench/grading_bench.py), on the
 phase timings of a real run: `scripts/bench` on the 2-core CPU machine
 (no GPU), 40 hand-ins, 2 workers, 126.3 s wall, 2026-11-22."""
 
 from pathlib import Path
 
-from tilelab.operations.bench import BenchResult, covered, default_hand_ins, format_bench, timeline
+from bench.grading_bench import BenchResult, covered, default_hand_ins, format_bench, timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -40,7 +40,7 @@ def test_every_out_and_jobs_option_follows_one_convention():
     commands = {name: command for name, command in main.commands.items()}
     with_out = {name for name, c in commands.items() if any(p.name == "out_dir" for p in c.params)}
     # Every command that writes files takes --out DIR, by default BUILD/<command>.
-    assert with_out == {"grade", "batch", "check", "bench", "selftest", "handout", "dist", "gates"}
+    assert with_out == {"grade", "batch", "check", "selftest", "handout", "dist", "gates"}
     for name in with_out:
         out = next(p for p in commands[name].params if p.name == "out_dir")
         assert out.opts == ["--out"] and f"(default: BUILD/{name})" in out.help, name

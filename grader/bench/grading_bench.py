@@ -1,4 +1,4 @@
-"""`tilelab bench`: where the time of a grading goes. A benchmark, not a test.
+"""`scripts/bench`: where the time of a grading goes. A benchmark, not a test.
 
 Four measurements, each on what a user runs:
 
@@ -41,12 +41,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..grading.build import RecipeError, load_recipes
-from ..grading.grade import PART_CACHE_DIR, GradeOptions, build_jobs_each, grade
-from ..spec.assignment import load_assignment
-from ..system.atomic import write_atomically
-from ..system.paths import ASSIGNMENT_FILE
-from .batch import run_batch
+from tilelab.grading.build import RecipeError, load_recipes
+from tilelab.grading.grade import PART_CACHE_DIR, GradeOptions, build_jobs_each, grade
+from tilelab.spec.assignment import load_assignment
+from tilelab.system.atomic import write_atomically
+from tilelab.system.paths import ASSIGNMENT_FILE
+from tilelab.operations.batch import run_batch
 
 # Phases that hold the GPU: shared (gradings beside it may use it too) or alone.
 SHARED_GPU_PHASES = ("correctness", "sanitizers")
@@ -165,11 +165,11 @@ def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
     """What starting a CUDA process costs, the floor of every run a grading
     makes: the GPU probe (`tilelab-roofline --device`) and a harness run of
     the naive reference on its 1x1 case (medians of 3). Empty without a GPU."""
-    from ..grading import gpu_ceilings
-    from ..grading.calibration import REFERENCE_DIR
-    from ..grading.runner import run_harness, write_cases
-    from ..system.paths import tool_path
-    from ..system.sandbox import Sandbox
+    from tilelab.grading import gpu_ceilings
+    from tilelab.grading.calibration import REFERENCE_DIR
+    from tilelab.grading.runner import run_harness, write_cases
+    from tilelab.system.paths import tool_path
+    from tilelab.system.sandbox import Sandbox
 
     naive = load_assignment(root / ASSIGNMENT_FILE).part("naive")
     binary = build_dir / REFERENCE_DIR / naive.id
@@ -192,8 +192,8 @@ def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
 
 def _compute_capability(build_dir: Path) -> Optional[str]:
     """This machine's GPU's, as a grading probes it; None without one."""
-    from ..grading import gpu_ceilings
-    from ..system.paths import tool_path
+    from tilelab.grading import gpu_ceilings
+    from tilelab.system.paths import tool_path
 
     try:
         return gpu_ceilings.device_info(tool_path(build_dir, "tilelab-roofline"), 60).get("compute_capability")
@@ -211,7 +211,7 @@ def student_loop(root: Path, build_dir: Path, out_dir: Path) -> tuple:
     source = (root / "solutions" / "naive.cu").read_text()
     (student / "naive.cu").write_text(f"{source}\n// edited at {time.time_ns()}\n")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
     seconds, spans = {}, {}
     for name, extra in (("edited", []), ("unchanged", []), ("fast", ["--fast"])):
         clock = time.monotonic()

@@ -1,0 +1,48 @@
+"""`python -m bench` (what `scripts/bench` runs): grade a fixed set of
+hand-ins as `tilelab batch` does and print where the time goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tilelab.operations import batch as batch_mod
+from tilelab.system.paths import find_root, unbuilt_reason
+
+from .grading_bench import BenchError, format_bench, run_bench
+
+
+@click.command()
+@click.option("--root", type=click.Path(file_okay=False), default=None,
+              help="Project root (default: found from the working directory).")
+@click.option("--build", "build_dir", type=click.Path(file_okay=False), default=None,
+              help="Built project tree (default: ROOT/build).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where the gradings and bench.json go (default: BUILD/bench).")
+@click.option("--gpus", default=None, help="GPUs to grade on, as for `tilelab batch` (default: all).")
+@click.option("--in-flight", type=click.IntRange(min=1), default=None,
+              help="Hand-ins graded at once on each GPU, as for `tilelab batch` [default: 3].")
+def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
+         in_flight: int | None) -> None:
+    """Phases, the critical path, GPU time and throughput of gradings."""
+    try:
+        root_path = Path(root).resolve() if root else find_root()
+    except FileNotFoundError as e:
+        raise click.ClickException(str(e)) from None
+    build = Path(build_dir).resolve() if build_dir else root_path / "build"
+    unbuilt = unbuilt_reason(build)
+    if unbuilt:
+        raise click.ClickException(f"{unbuilt}: run ./scripts/bootstrap, or cmake --build {build}")
+    out = Path(out_dir).resolve() if out_dir else build / "bench"
+    try:
+        result = run_bench(root_path, build, out, gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
+                           log=lambda m: click.echo(m, err=True), in_flight=in_flight)
+    except (BenchError, batch_mod.BatchError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {out / 'bench.json'}")
+    click.echo(format_bench(result))
+
+
+if __name__ == "__main__":
+    main()
