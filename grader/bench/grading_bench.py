@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tilelab.grading.build import RecipeError, load_recipes
-from tilelab.grading.grade import PART_CACHE_DIR, GradeOptions, build_jobs_each, grade
+from tilelab.grading.options import GradeOptions, build_jobs_each
+from tilelab.grading.build_cache import PART_CACHE_DIR
+from tilelab.grading.pipeline import grade
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.atomic import write_atomically
 from tilelab.system.paths import ASSIGNMENT_FILE

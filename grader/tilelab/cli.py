@@ -249,8 +249,9 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     assignment = _load(root)
     part_ids, answers_only, file_dir = _check_target(assignment, part)
     device = None if answers_only else _device_probe(build)
-    from .grading.grade import GradeOptions, write_detailed_json
-    from .grading.grade import grade as run_grade
+    from .grading.options import GradeOptions
+    from .grading.pipeline import write_detailed_json
+    from .grading.pipeline import grade as run_grade
     from .outputs.check_view import check_passed, print_check
     from .outputs.report import prepare_in_background, write_reports
 

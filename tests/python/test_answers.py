@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from grade_fixtures import graded_answers
 
-from tilelab.grading.grade import GradeOptions, _answers
+from tilelab.grading.options import GradeOptions
+from tilelab.grading.stages.finish import _answers
 from tilelab.selftest.handins import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
 from tilelab.grading.answers import (MAX_BYTES, NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, AnswerKeyError,
                                   grade_answers, key_working, load_key, parse_number)

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from test_gradescope import check_spec
 
-import tilelab.grading.grade
+import tilelab.grading.pipeline
 from tilelab.cli import main
 from tilelab.operations import batch
 from tilelab.operations.batch import GRADED, GRADER_ERROR, BatchError, run_batch
@@ -266,14 +266,14 @@ def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path
     class_dir, out = tmp_path / "class", tmp_path / "out"
     for name in ("amy", "bob"):
         student(class_dir, name)
-    real_grade = tilelab.grading.grade.grade
+    real_grade = tilelab.grading.pipeline.grade
 
     def crashes_on_bob(submission, opt):
         if submission.name == "bob":
             raise RuntimeError("the grader tripped over bob")
         return real_grade(submission, opt)
 
-    monkeypatch.setattr(tilelab.grading.grade, "grade", crashes_on_bob)
+    monkeypatch.setattr(tilelab.grading.pipeline, "grade", crashes_on_bob)
     summary, lines = grade_class(class_dir, out, seed=5)
     assert (summary.graded, summary.errors) == (1, 1) and not summary.ok
     book = {r["student"]: r for r in read_book(out)}
@@ -285,7 +285,7 @@ def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path
     assert not (out / "bob" / ".done").exists()
     assert any("grader error (RuntimeError: the grader tripped over bob)" in line for line in lines)
 
-    monkeypatch.setattr(tilelab.grading.grade, "grade", real_grade)
+    monkeypatch.setattr(tilelab.grading.pipeline, "grade", real_grade)
     summary, _ = grade_class(class_dir, out, seed=5)
     assert (summary.graded, summary.resumed, summary.errors) == (1, 1, 0) and summary.ok
     assert [r["status"] for r in read_book(out)] == [GRADED, GRADED]

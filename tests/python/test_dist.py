@@ -53,7 +53,7 @@ def test_student_bundle_holds_starter_handout_and_public_cases_only(root, bundle
         bootstrap_text = tar.extractfile(bootstrap).read().decode()
     prefix = "tilelab-tilelab_matmul/"
     for needed in ("README.md", "CMakeLists.txt", "starter/naive.cu", "starter/answers.yaml", "handout/handout.pdf",
-                   "handout/handout.md", "grader/harness/part_main.cu", "grader/tilelab/grading/grade.py"):
+                   "handout/handout.md", "grader/harness/part_main.cu", "grader/tilelab/grading/pipeline.py"):
         assert prefix + needed in names
     assert not any("/solutions/" in n or "/tests/" in n or "/key/" in n for n in names)
     assert bootstrap.mode & 0o111
@@ -121,7 +121,8 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     build = os.environ.get("TILELAB_BUILD_DIR")
     if not build:
         pytest.skip("skipped: the grader half needs a built project (run through ctest)")
-    from tilelab.grading.grade import GradeOptions, grade
+    from tilelab.grading.options import GradeOptions
+    from tilelab.grading.pipeline import grade
     from tilelab.outputs.gradescope import graded_tests
     from tilelab.system.sandbox import Sandbox
 

@@ -228,7 +228,8 @@ HAND_INS = {"missing-files": ROOT / "tests" / "submissions" / "missing-files", "
 
 @functools.lru_cache(maxsize=None)
 def _graded(hand_in: str):
-    from tilelab.grading.grade import GradeOptions, grade
+    from tilelab.grading.options import GradeOptions
+    from tilelab.grading.pipeline import grade
     from tilelab.system.sandbox import Sandbox
 
     build = Path(os.environ.get("TILELAB_BUILD_DIR", "/nonexistent"))

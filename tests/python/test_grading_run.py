@@ -79,8 +79,8 @@ def test_wrong_signature_fails_to_link_with_the_declaration_shown(root, tmp_path
 def test_a_compile_error_names_the_students_own_file_and_line(root, tmp_path, monkeypatch):
     """`tilelab check` from the student's folder: the message says
     hand-in/naive.cu(14), the file they edit, never the grader's copy."""
-    from tilelab.grading.grade import GradeOptions
-    from tilelab.grading.grade import grade as run_grade
+    from tilelab.grading.options import GradeOptions
+    from tilelab.grading.pipeline import grade as run_grade
     from tilelab.system.sandbox import Sandbox
 
     hand_in = tmp_path / "hand-in"
@@ -96,8 +96,8 @@ def test_a_compile_error_names_the_students_own_file_and_line(root, tmp_path, mo
 
 
 def test_check_builds_a_part_again_only_when_its_file_changed(root, tmp_path, monkeypatch):
-    from tilelab.grading.grade import GradeOptions
-    from tilelab.grading.grade import grade as run_grade
+    from tilelab.grading.options import GradeOptions
+    from tilelab.grading.pipeline import grade as run_grade
     from tilelab.system.sandbox import Sandbox
 
     hand_in = tmp_path / "hand-in"
@@ -132,8 +132,8 @@ def _private_build(tmp_path: Path) -> Path:
 
 
 def test_a_part_file_handed_in_twice_is_compiled_once(root, tmp_path):
-    from tilelab.grading.grade import GradeOptions
-    from tilelab.grading.grade import grade as run_grade
+    from tilelab.grading.options import GradeOptions
+    from tilelab.grading.pipeline import grade as run_grade
     from tilelab.system.sandbox import Sandbox
 
     build = _private_build(tmp_path)

@@ -356,7 +356,7 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
     # run (the device is known), speed is not scored, and a note says why.
     from types import SimpleNamespace
 
-    from tilelab.grading.grade import _ceilings, _probe_device
+    from tilelab.grading.stages.device import _ceilings, _probe_device
     from tilelab.system.gpu_lock import GpuLock
 
     tool = stand_in_tool(tmp_path, (

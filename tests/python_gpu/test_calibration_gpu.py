@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tilelab.grading import calibration, roofline
-from tilelab.grading.grade import NO_TARGETS, NO_TARGETS_NOTE, GradeOptions, grade
+from tilelab.grading.model import NO_TARGETS, NO_TARGETS_NOTE
+from tilelab.grading.options import GradeOptions
+from tilelab.grading.pipeline import grade
 from tilelab.outputs.gradescope import results_json, spec_problems, student_visible_text
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.paths import tool_path

@@ -151,7 +151,9 @@ _GRADING_GATES = ("solutions", "starter-untouched")
 
 
 def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
-    from ..grading.grade import NO_GPU, GradeOptions, grade
+    from ..grading.model import NO_GPU
+    from ..grading.options import GradeOptions
+    from ..grading.pipeline import grade
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
@@ -195,7 +197,9 @@ def _previous_part_pairs(assignment) -> list:
 def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
     """The reference of each part handed in as the next part (where both
     have the same launcher signature), graded on that part alone."""
-    from ..grading.grade import NO_GPU, GradeOptions, grade
+    from ..grading.model import NO_GPU
+    from ..grading.options import GradeOptions
+    from ..grading.pipeline import grade
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
@@ -264,7 +268,7 @@ def run_gates(root: Path, build_dir: Path, work: Path, which: str = "all",
     if which in ("gpu", "all"):
         progress("GPU gates: looking for a CUDA device")
         if _no_device(build_dir):
-            from ..grading.grade import NO_GPU
+            from ..grading.model import NO_GPU
 
             names = list(_GRADING_GATES) + [f"{b.id}-as-{p.id}" for b, p in
                                             _previous_part_pairs(load_assignment(root / ASSIGNMENT_FILE))]

@@ -48,6 +48,8 @@ class CachePolicy:
 
 CHECK_POLICY = CachePolicy(one_per_part=True, max_bytes=1 << 30)
 GRADE_POLICY = CachePolicy(one_per_part=False, max_bytes=1 << 30)  # about 1,800 executables of 0.6 MB
+CHECK_CACHE_DIR = "check-cache"  # under the build tree: the parts `check` built last
+PART_CACHE_DIR = "part-cache"  # under the build tree: the parts gradings built, by content
 
 
 def _feed(digest, path: Path) -> None:

@@ -180,3 +180,13 @@ class GradeResult:
         if self.answers is not None:
             d["answers"] = self.answers.to_dict()
         return d
+
+
+NO_GPU = "not run: no CUDA device on this machine"
+NO_CEILINGS = "not run: the GPU's ceilings could not be measured (see the notes)"
+WORK_ELSEWHERE = "not run: the launch checks found work done outside the part's own kernels"
+NO_TARGETS = ("not scored: the grader could not time its reference solutions on this GPU, so it has no speed "
+              "targets")
+NO_TARGETS_NOTE = ("Speed was not scored: the grader could not time its reference solutions on this GPU, so it "
+                   "has no speed targets. This is a problem in the grader, not in your code; the course staff "
+                   "can see why and will regrade.")

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..grading.grade import build_jobs_each, fresh_seed
+from ..grading.options import build_jobs_each, fresh_seed
 from ..grading.model import ESTIMATED_RULE
 from ..outputs.gradescope import error_results
 from ..outputs.leaderboard import (LEADERBOARD_FILES, alias, class_board, leaderboard_key, leaderboard_parts,

@@ -54,7 +54,8 @@ def run_grading(
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.json"
     try:
-        from ..grading.grade import GradeOptions, grade, write_detailed_json
+        from ..grading.options import GradeOptions
+        from ..grading.pipeline import grade, write_detailed_json
         from ..outputs.report import prepare_in_background, write_reports
 
         assignment = load_assignment(root / ASSIGNMENT_FILE)

@@ -25,7 +25,8 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..grading.grade import GradeOptions, build_jobs_each, grade
+from ..grading.options import GradeOptions, build_jobs_each
+from ..grading.pipeline import grade
 from ..system.cpu_share import gradings_at_once
 from ..grading.model import STAGES, GradeResult, PartResult
 from ..outputs.report import write_reports

@@ -1,0 +1,1 @@
+"""The stages of a grading, one module each; grading/pipeline.py runs them in order."""

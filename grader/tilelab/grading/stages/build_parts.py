@@ -1,0 +1,70 @@
+"""The build stage: each part that passed its static checks, compiled for the probed GPU."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Optional
+
+from ...spec.assignment import Assignment
+from ..build import RecipeError, SubmissionBuild
+from ..build_cache import CHECK_CACHE_DIR, CHECK_POLICY, GRADE_POLICY, PART_CACHE_DIR, BuildCache
+from ..context import _private_name
+from ..options import GradeOptions
+
+
+def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path,
+           probed_capability: Callable[[], Optional[str]]) -> None:
+    """Builds every part that passed its static checks, for the probed GPU
+    alone when its compute capability is known (PartRecipe.for_device). A
+    part file built before with the same bytes for the same GPU (by this
+    student or another) is not compiled again (build_cache.py)."""
+    todo = [s for s in states if s.stage("static").status == "passed"]
+    if not todo:
+        return
+    capability = probed_capability()
+    cache = (BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR, CHECK_POLICY) if opt.mode == "check"
+             else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
+    keys = {s.part.id: cache.key(s.part, s.source, capability) for s in todo}
+    cached_dir = work / _private_name("cached")
+    for s in list(todo):
+        s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
+        if s.binary is not None:
+            # In a grading the summary is the same as for a fresh build: it
+            # must not tell a student that someone handed in the same file.
+            s.set("build", "passed", f"{s.part.file} is unchanged since it was last built: not compiled again"
+                  if opt.mode == "check" else f"{s.part.file} compiled and linked")
+            todo.remove(s)
+    if cached_dir.exists():
+        cached_dir.chmod(0o711)
+    if not todo:
+        return
+    submission_dir = work / _private_name("submission")
+    submission_dir.mkdir(parents=True, exist_ok=True)
+    submission_dir.chmod(0o711)
+    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=opt.sandbox)
+    builder.copy_sources([s.source for s in todo])
+    limit = assignment.grading["time_limits"]["build"]
+    try:
+        builder.prepare([s.part for s in todo], capability)
+    except RecipeError as e:
+        for s in todo:
+            s.set("build", "error", "the grader could not prepare the build (not your fault)", str(e))
+            s.skip_from("correctness", "not run: the build could not be prepared")
+        return
+    with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
+        builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))
+    builder.seal()
+    for s, b in zip(todo, builds):
+        if b.failed_step == "audit":
+            s.set("static", "failed", b.summary, b.details)
+            s.set("build", "not_run", "not run: the compiled part failed the static checks")
+        elif not b.ok:
+            hints = [f"The launcher must be declared exactly as: {s.part.declaration}"] if b.failed_step == "link" else []
+            s.set("build", "failed", b.summary, b.details, b.seconds, hints)
+        else:
+            s.set("build", "passed", b.summary, "", b.seconds)
+            s.binary = b.binary
+            cache.keep(s.part, keys[s.part.id], b.binary)
+        if s.binary is None:
+            s.skip_from("correctness", "not run: the part did not build")

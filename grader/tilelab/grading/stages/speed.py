@@ -1,0 +1,93 @@
+"""The speed stage: a part's timing cases, timed by the trusted harness with the GPU to itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from ...spec.assignment import Assignment
+from ...spec.matmul import matmul_flop
+from ...system.sandbox import Sandbox
+from .. import calibration
+from ..context import _Part, _private_name
+from ..diagnose import STATUS_HINTS
+from ..launch_checks import HOST_WORK_HINT, check_timed_calls, timed_printing
+from ..model import ESTIMATED_RULE, NO_TARGETS, WORK_ELSEWHERE, Speed
+from ..runner import run_harness, verify, write_cases
+from ..scoring import CUBLAS, IMPOSSIBLE_FRACTION, gflops, scored_time
+from ..trusted_harness import TrustedHarness
+
+
+def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
+           basis: calibration.Calibration, sandbox: Sandbox, trusted: TrustedHarness) -> None:
+    """Times the part with tilelab-harness (`trusted`): its clock is the one scored."""
+    if not s.cases_all_passed:
+        s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
+        return
+    if s.work_elsewhere:
+        s.set("speed", "not_run", WORK_ELSEWHERE)
+        return
+    entries = [(c.name, c) for c in s.part.cases["timing"]]
+    case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
+                            timing=assignment.timing)
+    limit = assignment.grading["time_limits"]["speed"]
+    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted, timed=True)
+    if run.timed_out:
+        s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
+              run.seconds, [STATUS_HINTS["timeout"]])
+        return
+    listed = (run.result or {}).get("cases")
+    timings = [c.get("timing") for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)]
+    host_work = [p for t in timings for p in check_timed_calls(t)]
+    printing = [note for note in map(timed_printing, timings) if note]
+    if host_work:
+        # Seen only at the timing sizes: the launch checks fail, as they would have on a correctness case.
+        s.set("launch", "failed", host_work[0], "\n".join(host_work), hints=[HOST_WORK_HINT])
+        s.work_elsewhere = True
+        s.set("speed", "not_run", WORK_ELSEWHERE, "", run.seconds)
+        return
+    verdict = verify(verify_tool, case_file)
+    failed = [c for c in verdict["cases"] if not c["passed"]]
+    if failed:
+        reasons = "; ".join(failed[0]["reasons"])
+        s.set("speed", "failed", f"the timed calls were not all right: {reasons}", run.stderr.strip(), run.seconds,
+              ["Each timed call gets new inputs: a kernel must compute every answer, never reuse an earlier one."])
+        return
+    fractions, speeds = [], []
+    for v in verdict["cases"]:
+        target = basis.target(ceilings, s.part, assignment.speed, v["j"], v["k"], v["l"])
+        if target is None:
+            s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", run.seconds)
+            return
+        t = v["timing"]
+        choice = scored_time(t)
+        achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
+        fraction = target.fraction(achieved)
+        flags = list(choice.flags) + printing[:1]
+        if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
+            flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
+                         "right, so it earns nothing; a TA will look at it")
+            fraction = 0.0
+        fractions.append(fraction)
+        speeds.append(Speed(
+            case=f"{v['j']}x{v['k']}x{v['l']}", gflops=round(achieved, 1), time_ms=round(choice.ms, 4),
+            event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
+            ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
+            intensity=round(target.intensity, 2),
+            reference_gflops=round(target.reference, 1) if target.reference else None, rule=basis.rule,
+            full_at=s.part.versus_cublas.full_at if s.part.versus_cublas else assignment.speed.full_at,
+            target_gflops=round(target.full, 1), zero_gflops=round(target.zero, 1), fraction=round(fraction, 4),
+            flags=flags, versus=target.versus, cublas_gflops=round(target.cublas, 1) if target.cublas else None,
+        ))
+    # Several timing cases combine by geometric mean, so one slow size is felt.
+    fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
+    s.result.speeds = speeds
+    best = dataclasses.replace(speeds[0], fraction=round(fraction, 4))
+    s.result.speed = best
+    estimated = " (estimated: no reference solutions on this machine)" if basis.rule == ESTIMATED_RULE else ""
+    against = "cuBLAS SGEMM" if best.versus == CUBLAS else "the reference solution"
+    s.set("speed", "passed",
+          f"{best.gflops:.0f} GFLOP/s at {best.case}: {100 * fraction:.0f}% of the speed points "
+          f"(full credit from {best.target_gflops:.0f} GFLOP/s = {100 * best.full_at:.0f}% of {against} "
+          f"here{estimated})", "", run.seconds)
