@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .grading.answers import ANSWERS_FILE
+from .grading.answers_file import ANSWERS_FILE
 from .spec.assignment import Assignment, AssignmentError, load_assignment
 from .system.cpu_share import GRADINGS_AT_ONCE_WORDS
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
@@ -253,7 +253,8 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     from .grading.pipeline import write_detailed_json
     from .grading.pipeline import grade as run_grade
     from .outputs.check_view import check_passed, print_check
-    from .outputs.report import prepare_in_background, write_reports
+    from .outputs.report import write_reports
+    from .system.warmup import prepare_in_background
 
     if work_dir and file_dir and Path(work_dir).resolve() != file_dir:
         raise click.UsageError(f"{part} is not in --dir {work_dir}: name the part alone, or drop --dir")

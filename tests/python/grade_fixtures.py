@@ -4,7 +4,8 @@
 from pathlib import Path
 
 from tilelab.grading.model import STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from tilelab.grading.answers import grade_answers, load_key
+from tilelab.grading.answer_key import load_key
+from tilelab.grading.answers import grade_answers
 from tilelab.spec.assignment import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]

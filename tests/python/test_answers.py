@@ -13,8 +13,9 @@ from grade_fixtures import graded_answers
 from tilelab.grading.options import GradeOptions
 from tilelab.grading.stages.finish import _answers
 from tilelab.selftest.handins import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
-from tilelab.grading.answers import (MAX_BYTES, NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, AnswerKeyError,
-                                  grade_answers, key_working, load_key, parse_number)
+from tilelab.grading.answer_key import AnswerKeyError, key_working, load_key
+from tilelab.grading.answers import NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, grade_answers, parse_number
+from tilelab.grading.answers_file import MAX_BYTES
 from tilelab.spec.assignment import load_assignment
 
 # assignment.yaml: 31 number and choice questions of 1 point each (the 26 of

@@ -20,6 +20,9 @@ import tilelab.grading.pipeline
 from tilelab.cli import main
 from tilelab.operations import batch
 from tilelab.operations.batch import GRADED, GRADER_ERROR, BatchError, run_batch
+from tilelab.operations.batch.scheduler import _workers
+from tilelab.operations.batch.students import _what_ran
+from tilelab.outputs.gradescope import error_results
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.sandbox import Sandbox
 
@@ -315,7 +318,7 @@ def test_gradebook_only_counts_grader_errors(tmp_path):
     class_dir, out = tmp_path / "class", tmp_path / "out"
     (class_dir / "eve").mkdir(parents=True)
     (out / "eve").mkdir(parents=True)
-    (out / "eve" / "results.json").write_text(json.dumps(batch.error_results("Traceback ...")))
+    (out / "eve" / "results.json").write_text(json.dumps(error_results("Traceback ...")))
     summary = batch.gradebook_only(class_dir, out, root=ROOT)
     assert [r.status for r in summary.rows] == [GRADER_ERROR] and not summary.ok
 
@@ -340,7 +343,7 @@ def test_slurm_writes_an_array_script_and_its_student_list(tmp_path):
     assert directives["--array"] == "0-2"
     assert directives["--gres"] == "gpu:1"
     hours, minutes, seconds = map(int, directives["--time"].split(":"))
-    assert hours * 3600 + minutes * 60 + seconds >= batch.slurm_time_limit(batch.load_assignment(ROOT / "assignment.yaml"))
+    assert hours * 3600 + minutes * 60 + seconds >= batch.slurm_time_limit(load_assignment(ROOT / "assignment.yaml"))
     assert directives["--output"] == f"{out}/slurm-logs/%A_%a.log" and (out / "slurm-logs").is_dir()
     # Directives count only before the first command.
     body = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
@@ -420,14 +423,14 @@ def test_gpus_from_cuda_visible_devices_nvidia_smi_or_the_command_line(monkeypat
     listing = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n"
                "  MIG 1g.10gb     Device  0: (UUID: MIG-bbbb)\n"
                "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-cccc)\n")
-    monkeypatch.setattr(batch.subprocess, "run",
+    monkeypatch.setattr(subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=listing, stderr=""))
     assert batch.find_gpus({}) == ["0", "1"]
 
     def no_driver(*a, **k):
         raise FileNotFoundError("nvidia-smi")
 
-    monkeypatch.setattr(batch.subprocess, "run", no_driver)
+    monkeypatch.setattr(subprocess, "run", no_driver)
     assert batch.find_gpus({}) == []
     assert batch.parse_gpus("0,2") == ["0", "2"]
     assert batch.parse_gpus("GPU-aaaa") == ["GPU-aaaa"]
@@ -438,20 +441,20 @@ def test_gpus_from_cuda_visible_devices_nvidia_smi_or_the_command_line(monkeypat
 
 def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
     base = Sandbox(extra_env={"KEEP": "1"})
-    workers = batch._workers(["0", "2"], 5, base)
+    workers = _workers(["0", "2"], 5, base)
     assert [w.label for w in workers] == ["GPU 0", "GPU 2"]
     assert [w.sandbox.extra_env for w in workers] == [{"KEEP": "1", "CUDA_VISIBLE_DEVICES": "0"},
                                                       {"KEEP": "1", "CUDA_VISIBLE_DEVICES": "2"}]
     assert workers[0].sandbox.env(Path("/tmp"))["CUDA_VISIBLE_DEVICES"] == "0"
     assert workers[0].gpu_lock is not workers[1].gpu_lock
-    without = batch._workers([], 3, base)
+    without = _workers([], 3, base)
     assert len(without) == 3 and len({id(w.gpu_lock) for w in without}) == 1
     assert all(w.sandbox == base for w in without)
 
 
 def test_hand_ins_in_flight_on_one_gpu_share_its_lock_and_only_its_gpu():
     base = Sandbox()
-    workers = batch._workers(["0", "2"], 1, base, in_flight=3)
+    workers = _workers(["0", "2"], 1, base, in_flight=3)
     assert [w.label for w in workers] == ["GPU 0.1", "GPU 0.2", "GPU 0.3", "GPU 2.1", "GPU 2.2", "GPU 2.3"]
     assert len({id(w.gpu_lock) for w in workers[:3]}) == 1 and workers[0].gpu_lock is not workers[3].gpu_lock
     assert {w.sandbox.extra_env["CUDA_VISIBLE_DEVICES"] for w in workers[3:]} == {"2"}
@@ -479,8 +482,8 @@ def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
     assert row.gpu == "NVIDIA H100 80GB HBM3"
     assert row.targets == "naive 4240; tiled 7405; challenge 4096x4096x4096 41329; challenge 2048x4096x8192 41543"
     # What such a grading's marker records: the GPU stages ran, on this GPU, against this calibration.
-    assert batch._what_ran(detailed) == {"gpu_stages": True, "gpu_name": "NVIDIA H100 80GB HBM3",
-                                         "gpu_uuid": "GPU-0a1b", "calibration": "0123456789abcdef"}
+    assert _what_ran(detailed) == {"gpu_stages": True, "gpu_name": "NVIDIA H100 80GB HBM3",
+                                   "gpu_uuid": "GPU-0a1b", "calibration": "0123456789abcdef"}
     assert batch.regrade_reason(out / "ann", ["0"]) is None  # no marker: as an older one, from grade.json
     (out / "ann" / "grade.json").write_text(json.dumps({**detailed, "calibration": {**calibration, "rule": "estimate"}}))
     assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets.startswith("naive ~4240; tiled ~7405")
@@ -588,7 +591,7 @@ def test_gradings_side_by_side_get_a_sandbox_user_each_or_fewer_at_a_time():
         pytest.skip("skipped: the sandbox users are made by scripts/secure-checkout as root")
     base = Sandbox(user=users[0].pw_name, uid=users[0].pw_uid, gid=users[0].pw_gid)
     assert batch.in_flight_for(["0", "1"], base, None) == (3, None)
-    workers = batch._workers(["0", "1"], 1, base, in_flight=3)
+    workers = _workers(["0", "1"], 1, base, in_flight=3)
     assert len({w.sandbox.uid for w in workers}) == 6
     assert [w.sandbox.user for w in workers[:2]] == ["tilelab-student", "tilelab-student-2"]
     fewer, note = batch.in_flight_for(["0", "1", "2"], base, None)

@@ -11,7 +11,8 @@ import pytest
 from grade_fixtures import LADDER_H100, challenge_result, failing_boundary, grade_result, graded_answers, passing_tiled
 
 from tilelab.outputs.gradescope import error_results, results_json, spec_problems, student_visible_text, write_results
-from tilelab.grading.answers import grade_answers, load_key
+from tilelab.grading.answer_key import load_key
+from tilelab.grading.answers import grade_answers
 from tilelab.spec.assignment import load_assignment
 
 

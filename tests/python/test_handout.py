@@ -24,8 +24,9 @@ from tilelab.authoring.handout_code import CODE_PT, CODE_WIDTH_PT, MONO_ADVANCE_
 from tilelab.authoring.handout_figures import (boundary_grid_spec, dynamic_tiles_spec, handout_figures, png,
                                                tile_phases_spec)
 from tilelab.authoring.starter import solution_region_lines
-from tilelab.outputs.report import fmt_percent, md_text
-from tilelab.grading.answers import key_working
+from tilelab.text.markdown import md_text
+from tilelab.text.numbers import fmt_percent
+from tilelab.grading.answer_key import key_working
 from tilelab.spec.assignment import load_assignment
 from tilelab.spec.reference_gpu import published_gflops
 

@@ -11,7 +11,7 @@ import pytest
 from grade_fixtures import failing_boundary, grade_result, passing_tiled
 
 from tilelab.outputs import prairielearn
-from tilelab.outputs.report import plot_roofline
+from tilelab.outputs.roofline_plot import plot_roofline
 from tilelab.spec.assignment import load_assignment
 
 

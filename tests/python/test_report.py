@@ -10,7 +10,10 @@ import pytest
 from grade_fixtures import graded_answers
 
 from tilelab.grading.model import STAGE_TITLES, STAGES, CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
-from tilelab.outputs.report import DETAIL_LINE_CAP, plot_roofline, render_html, render_markdown, write_reports
+from tilelab.outputs.rendering import render_html, render_markdown
+from tilelab.outputs.report import write_reports
+from tilelab.outputs.roofline_plot import plot_roofline
+from tilelab.text.markdown import DETAIL_LINE_CAP
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 H100_GPU = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "multiprocessors": 132}
@@ -369,7 +372,7 @@ def test_the_staff_reports_take_the_plot_the_students_got(result, tmp_path, monk
 def test_the_roofline_axes_are_labelled_in_plain_numbers(result, tmp_path):
     # A log axis labels itself in mathtext (10^4), whose parser is slow to
     # start and not thread-safe; the plot says 10,000.
-    from tilelab.outputs.report import roofline_axes
+    from tilelab.outputs.roofline_plot import roofline_axes
     figure, axes = roofline_axes(56000.0, 2900.0, (2.4, 8000.0), (3600.0, 168000.0), "NVIDIA H100 80GB HBM3")
     figure.canvas.draw()
     labels = [t.get_text() for t in axes.get_yticklabels() if t.get_text()]

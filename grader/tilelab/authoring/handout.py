@@ -34,15 +34,17 @@ from pathlib import Path
 
 import yaml
 
+from ..grading.answer_key import AnswerKeyError, key_working, load_key
+from ..grading.answers_file import ANSWERS_FILE
 from ..grading.gpu_ceilings import Ceilings
 from ..grading.scoring import CUBLAS, case_points, speed_target
-from ..outputs.report import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, render_page
-from ..grading.answers import ANSWERS_FILE, AnswerKeyError, key_working, load_key
+from ..outputs.rendering import render_page
 from ..spec.assignment import Assignment, Case, Part
 from ..spec.matmul import intensity
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
 from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
+from ..text.numbers import fmt_gflops, fmt_intensity, fmt_percent, fmt_points
 from .handout_code import DECLARATION_PT, STARTER_DIR, CodeError, excerpt_views, fitting_pt
 from .handout_figures import data_uri, figure_view, handout_figures, png
 from .handout_questions import questions_view

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..outputs.report import one_figure_at_a_time
+from ..outputs.roofline_plot import one_figure_at_a_time
 from ..spec.assignment import Assignment, Case, Part
 
 FLOAT_BYTES = 4

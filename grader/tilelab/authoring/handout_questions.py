@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from ..outputs.report import fmt_percent, fmt_points
 from ..spec.assignment import Assignment, Question
+from ..text.numbers import fmt_percent, fmt_points
 from .handout_code import fitting_pt
 
 KIND_WORDS = {"number": "number", "choice": "choice", "text": "written answer"}

@@ -24,7 +24,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..grading.answers import ANSWERS_FILE
+from ..grading.answers_file import ANSWERS_FILE
 from ..spec.assignment import Assignment
 
 STARTER_DIR = "starter"  # under the project root: what students edit, generated from solutions/

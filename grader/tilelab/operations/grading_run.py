@@ -56,7 +56,8 @@ def run_grading(
     try:
         from ..grading.options import GradeOptions
         from ..grading.pipeline import grade, write_detailed_json
-        from ..outputs.report import prepare_in_background, write_reports
+        from ..outputs.report import write_reports
+        from ..system.warmup import prepare_in_background
 
         assignment = load_assignment(root / ASSIGNMENT_FILE)
         build = Path(build_dir).resolve() if build_dir else root / "build"

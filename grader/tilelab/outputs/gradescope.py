@@ -48,15 +48,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..grading.answers import AnswersResult
 from ..grading.model import NO_DEVICE_NOTE, STAGE_TITLES, STAGES, GradeResult, PartResult
 from ..grading.scoring import CUBLAS, case_points
-from ..grading.answers import AnswersResult
 from ..spec.assignment import Assignment
 from ..system.atomic import write_atomically
+from ..text.markdown import md_text
 from . import causes
 from .fields import field_problems
 from .leaderboard import gradescope_entries
-from .report import cublas_speed_rows, full_credit_words, md_text, reference_words
+from .speed_words import cublas_speed_rows, full_credit_words, reference_words
 
 # A grading without a GPU (causes.gpu_withheld): said once, at the top, to
 # students; to the staff in a hidden test and in extra_data.

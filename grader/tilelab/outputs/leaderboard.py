@@ -53,8 +53,9 @@ from ..grading.scoring import CUBLAS, IMPOSSIBLE_FRACTION
 from ..spec.assignment import Assignment, Part
 from ..spec.matmul import intensity
 from ..system.atomic import write_atomically
-from .report import (TEMPLATE_DIR, cublas_line, fmt_gflops, fmt_percent, fmt_points, label_column,
-                     one_figure_at_a_time, render_page, roofline_axes, save_figure)
+from ..text.numbers import fmt_gflops, fmt_percent, fmt_points
+from .rendering import TEMPLATE_DIR, render_page
+from .roofline_plot import cublas_line, label_column, one_figure_at_a_time, roofline_axes, save_figure
 
 LEADERBOARD_FILES = ("leaderboard.csv", "leaderboard.html")
 KEY_FILE = ".leaderboard-key"

@@ -30,7 +30,8 @@ from ..grading.pipeline import grade
 from ..system.cpu_share import gradings_at_once
 from ..grading.model import STAGES, GradeResult, PartResult
 from ..outputs.report import write_reports
-from ..grading.answers import FILE_STATUSES, QUESTION_STATUSES, AnswersResult
+from ..grading.answers import QUESTION_STATUSES, AnswersResult
+from ..grading.answers_file import FILE_STATUSES
 from ..system.gpu_lock import GpuLock
 from ..system.paths import answer_key_path
 from ..system.sandbox import sandbox_for_this_process

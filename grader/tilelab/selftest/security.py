@@ -21,10 +21,10 @@ import threading
 from pathlib import Path
 
 from ..authoring.starter import solution_region_lines
+from ..grading.answer_key import load_key
 from ..grading.model import GradeResult
 from ..outputs.gradescope import results_json, spec_problems, student_visible_text
-from ..outputs.report import render_html, render_markdown
-from ..grading.answers import load_key
+from ..outputs.rendering import render_html, render_markdown
 from ..spec.assignment import CASE_SETS, Assignment
 from ..spec.public import public_assignment_text
 

@@ -6,7 +6,9 @@ import os
 import re
 from pathlib import Path
 
-from ...grading.answers import ANSWERS_FILE, NO_KEY, AnswerKeyError, AnswersResult, grade_answers, load_key
+from ...grading.answer_key import AnswerKeyError, load_key
+from ...grading.answers import NO_KEY, AnswersResult, grade_answers
+from ...grading.answers_file import ANSWERS_FILE
 from ...spec.assignment import Assignment
 from ...system.paths import answer_key_path
 from ..context import _Part

@@ -1,0 +1,325 @@
+"""Grading a class on this machine: workers per GPU, hand-ins in flight, run_batch.
+
+- Each GPU has `in_flight` workers, a pipeline: while one hand-in is timed,
+  with the GPU to itself, the others build on the CPU and then share the GPU
+  for their cases and sanitizers.
+- A worker's processes see only its GPU (CUDA_VISIBLE_DEVICES through the
+  sandbox), and each GPU has its own GpuLock, so a timing run never shares
+  its GPU while other GPUs keep grading.
+- Every hand-in's seed is drawn before grading starts, so the verdicts do
+  not depend on the order or the overlap.
+- Without a GPU, `jobs` workers grade everything that needs none (static
+  checks, build, questions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from ...grading.options import build_jobs_each, fresh_seed
+from ...outputs.leaderboard import alias
+from ...system.atomic import write_atomically
+from ...system.cpu_share import gradings_at_once
+from ...system.gpu_lock import GpuLock
+from ...system.paths import unbuilt_reason
+from ...system.sandbox import SANDBOX_USERS, Sandbox, SandboxError, sandbox_for_this_process, side_by_side
+from .gradebook import (GRADER_ERROR, NOT_YET, BatchSummary, Row, _again_text, _alias_key, collect_row, write_gradebook,
+                        write_leaderboards)
+from .progress import _LiveProgress, _PlainProgress
+from .students import (DONE_FILE, GRADEBOOK_FILE, BatchError, Student, _already_graded, _assignment, _check_dirs,
+                       _read_json, _what_ran, find_students, regrade_reason, submission_digest)
+
+# Hand-ins graded at once on each GPU. Timing takes the GPU alone and one
+# hand-in at a time; while it runs, the others build (CPU) and wait to share
+# the GPU for their cases and sanitizers: a pipeline, not a queue.
+DEFAULT_IN_FLIGHT = 3
+
+
+@dataclass
+class _Worker:
+    label: str  # "GPU 0" or "worker 1"
+    sandbox: Sandbox
+    gpu_lock: GpuLock
+
+
+def find_gpus(env: Optional[dict] = None) -> list:
+    """The GPUs to grade on, as values for CUDA_VISIBLE_DEVICES: those
+    CUDA_VISIBLE_DEVICES already names when it is set, else every GPU
+    `nvidia-smi -L` lists; [] without a GPU or a driver."""
+    env = os.environ if env is None else env
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        found = []
+        for item in visible.split(","):
+            item = item.strip()
+            # CUDA ignores everything from the first invalid entry on ("-1" hides every GPU).
+            if not item or item.startswith("-"):
+                break
+            found.append(item)
+        return found
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if listing.returncode != 0:
+        return []
+    # MIG instances are listed indented under their GPU; a worker takes a whole GPU.
+    return [m.group(1) for m in re.finditer(r"^GPU (\d+):", listing.stdout, re.MULTILINE)]
+
+
+def parse_gpus(text: str) -> list:
+    """`--gpus 0,2` (indices or UUIDs, as nvidia-smi names them)."""
+    gpus = [g.strip() for g in text.split(",")]
+    if not gpus or any(not g or not re.fullmatch(r"[A-Za-z0-9_-]+", g) for g in gpus):
+        raise BatchError(f"--gpus {text!r}: give GPU indices or UUIDs separated by commas, e.g. 0,2")
+    if len(set(gpus)) != len(gpus):
+        # Two workers on one GPU would time their runs while the other grades.
+        raise BatchError(f"--gpus {text!r} names a GPU twice")
+    return gpus
+
+
+def _workers(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1) -> list:
+    """With GPUs: `in_flight` workers per GPU, sharing its lock, each with a
+    sandbox user of its own where there are enough (sandbox.side_by_side);
+    without: `jobs` workers sharing one lock (should a GPU be there after
+    all, with no nvidia-smi on the PATH)."""
+    if gpus:
+        users = side_by_side(sandbox, len(gpus) * in_flight)
+        workers = []
+        for i, g in enumerate(gpus):
+            # The hand-ins in flight on one GPU share its lock: their correctness
+            # and sanitizer runs share the GPU, their timing runs take it in turn.
+            lock = GpuLock()
+            for slot in range(in_flight):
+                own = users[(i * in_flight + slot) % len(users)]
+                gpu_sandbox = dataclasses.replace(own, extra_env={**own.extra_env, "CUDA_VISIBLE_DEVICES": g})
+                workers.append(_Worker(f"GPU {g}" if in_flight == 1 else f"GPU {g}.{slot + 1}", gpu_sandbox, lock))
+        return workers
+    lock = GpuLock()
+    return [_Worker(f"worker {i + 1}", sandbox, lock) for i in range(jobs)]
+
+
+def in_flight_for(gpus: list, sandbox: Sandbox, asked: Optional[int]) -> tuple:
+    """(hand-ins at a time on each GPU, a note or None). Gradings side by
+    side need a sandbox user each, or a fork bomb in one starves the others:
+    without enough users the default falls to what they allow; a number the
+    TA asked for is kept, with a warning."""
+    if not gpus:
+        return 1, None
+    wanted = asked or DEFAULT_IN_FLIGHT
+    users = len(side_by_side(sandbox, len(gpus) * wanted))
+    fits = max(1, users // len(gpus))
+    if wanted <= fits:
+        return wanted, None
+    why = (f"{users} sandbox user{'s' if users != 1 else ''} for {len(gpus) * wanted} gradings side by side"
+           if sandbox.switches_user else "not root: every grading runs as you, with one process limit")
+    if asked is None:
+        return fits, (f"grading {fits} hand-in{'s' if fits != 1 else ''} at a time on each GPU ({why}; "
+                      f"./scripts/secure-checkout makes {SANDBOX_USERS} as root)")
+    return asked, (f"warning: --in-flight {asked} with {why}: a hand-in that exhausts its processes (a fork "
+                   "bomb) can make the hand-ins beside it fail to build or run")
+
+
+def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: dict,
+               progress: Callable[[str], None]) -> Row:
+    """One grading through grading_run.run_grading (what `tilelab grade` does),
+    with the worker's sandbox and GPU lock: every output, and results.json in
+    its autograder-error form when the grader itself fails."""
+    from ..grading_run import EXIT_GRADED, run_grading
+
+    clock = time.monotonic()
+    # What an interrupted or failed earlier grading left must not mix with this one.
+    if out.is_symlink() or out.is_file():
+        out.unlink()
+    elif out.exists():
+        shutil.rmtree(out)
+    key = ctx.get("leaderboard_key")
+    outcome = run_grading(student.path, root=ctx["root"], build_dir=str(ctx["build_dir"]), out_dir=out, seed=seed,
+                       answer_key=ctx["answer_key"], echo=progress, gpu_lock=worker.gpu_lock,
+                       sandbox=worker.sandbox, jobs=ctx["build_jobs"],
+                       leaderboard_alias=alias(student.name, ctx["assignment_name"], key) if key else None)
+    if outcome.code != EXIT_GRADED:
+        return Row(student.name, GRADER_ERROR, seed=seed, seconds=round(time.monotonic() - clock, 1),
+                   detail=outcome.error or "the grader failed")
+    # The build trees of a grading that did not switch users: a class of them
+    # is gigabytes, and staff/logs keeps what a TA needs.
+    shutil.rmtree(out / "work", ignore_errors=True)
+    seconds = round(time.monotonic() - clock, 1)
+    marker = {"submission_sha256": digest, "seed": seed, "seconds": seconds,
+              "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              **_what_ran(_read_json(out / "grade.json"))}
+    # Last: the marker's presence means every output above is whole.
+    write_atomically(out / DONE_FILE, json.dumps(marker, indent=2) + "\n")
+    return collect_row(student.name, out, ctx["part_ids"])
+
+
+def run_batch(
+    class_dir: Path,
+    *,
+    root: Path,
+    build_dir: Path,
+    out_dir: Path,
+    seed: Optional[int] = None,
+    gpus: Optional[list] = None,
+    jobs: Optional[int] = None,
+    in_flight: Optional[int] = None,
+    force: bool = False,
+    answer_key: Optional[Path] = None,
+    sandbox: Optional[Sandbox] = None,
+    live: Optional[bool] = None,
+    log: Optional[Callable[[str], None]] = None,
+) -> BatchSummary:
+    """Grades every student of `class_dir` into `out_dir`.
+
+    gpus: values for CUDA_VISIBLE_DEVICES, one worker each (default: find_gpus()).
+    jobs: workers when there is no GPU.
+    in_flight: hand-ins graded at once on each GPU (default: DEFAULT_IN_FLIGHT, fewer where there are
+      not enough sandbox users; in_flight_for).
+    sandbox: the sandbox the workers start from (default: sandbox_for_this_process());
+      tests pass Sandbox() to grade as themselves. Not a command-line option.
+    live: a rich progress display on stderr (default: when stderr is a terminal);
+      otherwise plain lines go to `log` (default: stderr).
+    """
+    clock = time.monotonic()
+    class_dir, out_dir = _check_dirs(class_dir, out_dir)
+    root, build_dir = Path(root).resolve(), Path(build_dir).resolve()
+    assignment = _assignment(root)
+    unbuilt = unbuilt_reason(build_dir)
+    if unbuilt:
+        raise BatchError(unbuilt)
+    jobs = gradings_at_once() if jobs is None else jobs
+    if jobs < 1 or (in_flight is not None and in_flight < 1):
+        raise BatchError("--jobs and --in-flight must be at least 1")
+    if sandbox is None:
+        try:
+            sandbox = sandbox_for_this_process()
+        except SandboxError as e:
+            raise BatchError(str(e)) from None
+    gpus = find_gpus() if gpus is None else list(gpus)
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    in_flight, note = in_flight_for(gpus, sandbox, in_flight)
+    if note:
+        log(note)
+    workers = _workers(gpus, jobs, sandbox, in_flight)
+    part_ids = [p.id for p in assignment.parts]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = {"root": root, "build_dir": build_dir, "answer_key": Path(answer_key).resolve() if answer_key else None,
+           "part_ids": part_ids,
+           "build_jobs": build_jobs_each(len(workers)),
+           "assignment_name": assignment.name,
+           "leaderboard_key": _alias_key(assignment, out_dir)}
+    gradebook = out_dir / GRADEBOOK_FILE
+
+    students = find_students(class_dir)
+    rows: dict = {}
+    todo: "queue.Queue" = queue.Queue()
+    for s in students:
+        if s.problem:
+            rows[s.name] = Row(s.name, s.problem)
+            log(f"{s.name!r}: {s.problem}")
+            continue
+        try:
+            digest = submission_digest(s.path)
+        except OSError as e:
+            rows[s.name] = Row(s.name, f"skipped: the submission cannot be read ({e.strerror or e})")
+            log(f"{s.name}: {rows[s.name].status}")
+            continue
+        why = None
+        if not force and _already_graded(out_dir / s.name, digest, seed):
+            why = regrade_reason(out_dir / s.name, gpus)
+            if why is None:
+                rows[s.name] = dataclasses.replace(collect_row(s.name, out_dir / s.name, part_ids), resumed=True)
+                continue
+        rows[s.name] = Row(s.name, NOT_YET)
+        # Without --seed every submission gets its own fresh seed, chosen here
+        # so that the gradebook has it even when the grader fails.
+        todo.put((s, digest, seed if seed is not None else fresh_seed(), why or ""))
+
+    def book() -> None:
+        write_gradebook(gradebook, [rows[s.name] for s in students], part_ids)
+
+    book()
+    total = todo.qsize()
+    where = (", ".join(f"GPU {g}" for g in gpus) + (f" ({in_flight} hand-ins at a time on each)" if in_flight > 1
+                                                       else "") if gpus else
+             f"{len(workers)} worker{'s' if len(workers) != 1 else ''}, no GPU (GPU stages not run)")
+    resumed = sum(r.resumed for r in rows.values())
+    again = Counter(item[3] for item in todo.queue if item[3])
+    again_text = f" ({_again_text(again, 'to grade')})" if again else ""
+    log(f"tilelab batch: {total} to grade{again_text}, {resumed} already graded, on {where}")
+
+    finished: "queue.Queue" = queue.Queue()
+    stop = threading.Event()
+    use_live = sys.stderr.isatty() if live is None else live
+    if use_live:
+        from rich.console import Console
+
+        display = _LiveProgress(total, workers, Console(stderr=True))
+    else:
+        display = _PlainProgress(total, log)
+
+    def work(worker: _Worker) -> None:
+        while not stop.is_set():
+            try:
+                student, digest, student_seed, why = todo.get_nowait()
+            except queue.Empty:
+                break
+            display.start(worker, student.name)
+            try:
+                row = _grade_one(student, out_dir / student.name, student_seed, digest, worker, ctx,
+                                 lambda stage, name=student.name: display.stage(worker, name, stage))
+            except Exception as e:  # noqa: BLE001 - e.g. OUT/<student> could not be made: one row, not the batch
+                row = Row(student.name, GRADER_ERROR, seed=student_seed, detail=f"{type(e).__name__}: {e}")
+            finished.put((worker, dataclasses.replace(row, again=why)))
+        display.idle(worker)
+
+    # Daemon threads: a second Ctrl-C leaves at once instead of waiting for them.
+    threads = [threading.Thread(target=work, args=(w,), name=f"tilelab-batch {w.label}", daemon=True)
+               for w in workers]
+
+    def collect() -> None:
+        """Waits for the workers, booking each row as it comes."""
+        # A timeout, so that Ctrl-C reaches this thread while it waits.
+        while any(t.is_alive() for t in threads) or not finished.empty():
+            try:
+                worker, row = finished.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            rows[row.student] = row
+            display.finished(worker, row)
+            book()
+
+    with display:
+        for t in threads:
+            t.start()
+        try:
+            collect()
+        except KeyboardInterrupt:
+            stop.set()
+            display.note("interrupted: finishing the gradings under way (Ctrl-C again to leave them unfinished; "
+                         "they are graded again next time)")
+            try:
+                collect()
+            except KeyboardInterrupt:
+                pass
+            book()
+            raise
+
+    done = [rows[s.name] for s in students]
+    return BatchSummary(done, wall_seconds=time.monotonic() - clock, gradebook=gradebook, workers=len(workers),
+                        in_flight=in_flight,
+                        leaderboards=write_leaderboards(out_dir, done, assignment))

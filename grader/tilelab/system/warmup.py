@@ -1,0 +1,51 @@
+"""The grader's speed plumbing: work started early so that a command's user waits less.
+
+A module with something slow to get ready (templates to compile, a library
+to import) registers a step with `warm_up`; `prepare_in_background` runs
+every registered step once per process, in a daemon thread, while the GPU
+times the parts (GradeOptions.while_timing). Not earlier: a thread that
+imports holds Python's lock most of the time, and the grading's own start
+(static checks, the build, starting its runs) is Python too.
+
+A step registers when its module is imported (outputs/rendering.py,
+outputs/roofline_plot.py; outputs/report.py imports both), so a caller
+imports the code whose work it wants ready before the grading starts.
+
+A step that fails is skipped: the code that needs its work meets the same
+failure later, in the main thread, and reports it there.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+_STEPS: list = []
+_PREPARED = threading.Event()
+
+
+def warm_up(step: Callable[[], None]) -> Callable[[], None]:
+    """Registers `step` (no arguments, its result ignored) for
+    prepare_in_background; steps run in the order they were registered.
+    Returns `step`, so it serves as a decorator."""
+    _STEPS.append(step)
+    return step
+
+
+def prepare_in_background() -> None:
+    """Runs the registered steps in a thread, once per process: work that
+    the command would otherwise do at its end, on its critical path."""
+    if _PREPARED.is_set():
+        return
+    _PREPARED.set()
+    steps = list(_STEPS)
+
+    def prepare() -> None:
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - whoever needs the step meets the same failure, in the main thread
+                pass
+
+    threading.Thread(target=prepare, name="tilelab-warmup", daemon=True).start()
+
