@@ -2,7 +2,8 @@
 #
 # The list of parts, their files, launchers and signatures comes from
 # assignment.yaml, exported at configure time by tilelab.spec.build_export (a
-# Python module that needs only PyYAML). Editing assignment.yaml re-runs it.
+# Python module that needs only PyYAML). Editing assignment.yaml, or a module
+# that reads it, re-runs it.
 
 set(TILELAB_ASSIGNMENT "${PROJECT_SOURCE_DIR}/assignment.yaml" CACHE FILEPATH "The assignment description")
 set(TILELAB_ASSIGNMENT_JSON "${PROJECT_BINARY_DIR}/assignment.json")
@@ -16,9 +17,12 @@ if(NOT _tilelab_export_rc EQUAL 0)
   message(FATAL_ERROR "tilelab: cannot read ${TILELAB_ASSIGNMENT}:\n${_tilelab_export_err}\n"
                       "(the build needs Python 3 with PyYAML: python3 -m pip install pyyaml)")
 endif()
+# The export reads assignment.yaml through these modules; a change to any of them re-runs it.
+set(_tilelab_spec "${PROJECT_SOURCE_DIR}/grader/tilelab/spec")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-             "${TILELAB_ASSIGNMENT}" "${PROJECT_SOURCE_DIR}/grader/tilelab/spec/assignment.py"
-             "${PROJECT_SOURCE_DIR}/grader/tilelab/spec/build_export.py")
+             "${TILELAB_ASSIGNMENT}" "${_tilelab_spec}/assignment.py" "${_tilelab_spec}/cases.py"
+             "${_tilelab_spec}/checks.py" "${_tilelab_spec}/schema.py" "${_tilelab_spec}/matmul.py"
+             "${_tilelab_spec}/build_export.py")
 include("${PROJECT_BINARY_DIR}/tilelab_parts.cmake")
 
 # tilelab_add_part(<set> <part> <source> <launcher> <signature> [EXPECT <status>] [NO_TEST])

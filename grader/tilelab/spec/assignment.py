@@ -1,73 +1,33 @@
 """Loading and checking assignment.yaml, the one description of the assignment.
 
-Everything that needs to know the parts, their launchers, their cases or their
-points reads it through `load_assignment`: the build (through
-`tilelab.build_export`), the starter generator, the grader and the handouts.
-Errors name the offending place ("parts[2].cases.public[4]: ...") so an
-instructor can fix the file without reading this code.
+- Everything that needs the parts, their launchers, cases or points reads the
+  file through `load_assignment`: the build (tilelab.spec.build_export), the
+  starter generator, the grader and the handouts.
+- Each mapping's keys, defaults, bounds and allowed values come from
+  tilelab.spec.schema, which docs/assignment-yaml.md is generated from; the
+  rules that tie keys together are checked here.
+- Cases are parsed in tilelab.spec.cases, single values in tilelab.spec.checks.
+- Errors name the offending place ("parts[2].cases.public[4]: ...") so an
+  instructor can fix the file without reading this code.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Optional
 
 import yaml
 
-from .matmul import matmul_flop
+from . import schema
+from .cases import Case, parse_case
+from .checks import AssignmentError, fail, mapping, string, value
+from .schema import CASE_SETS, GRADED_SETS, SIGNATURES
 
-SIGNATURES = {
-    # signature kind -> the launcher's parameters after (M, N, P)
-    "square": "int Width",
-    "rectangular": "int j, int k, int l",
-    "rectangular_props": "int j, int k, int l, const cudaDeviceProp& prop",
-}
-DISTRIBUTIONS = ("uniform", "small_int")
-PROP_KEYS = ("sharedMemPerBlock", "maxThreadsPerBlock", "maxThreadsDim")
-CASE_SETS = ("public", "hidden", "timing", "memcheck", "racecheck")
-GRADED_SETS = ("public", "hidden")  # their case names share one namespace in reports
-SHARED_MEMORY_POLICIES = ("any", "required", "dynamic_only")
-VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
-STAGE_TIME_LIMITS = ("build", "correctness", "sanitizer", "speed")
-MAX_DIMENSION = 1 << 20
-QUESTION_KINDS = ("number", "choice", "text")
-# A part's starter: a TODO stub that fails loudly until written, or a
-# correct, slow kernel to improve (the challenge part).
-STARTER_KINDS = ("todo", "working")
-LEADERBOARD_NAMES = ("name", "alias")
-
-_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_FILE_RE = re.compile(r"^[A-Za-z0-9_]+\.cu$")
-
-
-class AssignmentError(ValueError):
-    """assignment.yaml is missing, unreadable or breaks the schema."""
-
-
-@dataclass(frozen=True)
-class Case:
-    """One problem size a part is run on."""
-
-    name: str
-    j: int
-    k: int
-    l: int
-    distribution: str = "uniform"
-    props: dict = field(default_factory=dict)
-
-    @property
-    def flop(self) -> float:
-        return matmul_flop(self.j, self.k, self.l)
-
-    def to_json(self) -> dict:
-        out = {"name": self.name, "j": self.j, "k": self.k, "l": self.l, "distribution": self.distribution}
-        if self.props:
-            out["props"] = dict(self.props)
-        return out
+# What other modules import from here; some of it is defined in cases, checks and schema.
+__all__ = ["Assignment", "AssignmentError", "CASE_SETS", "Case", "CublasRule", "Part", "Question", "SIGNATURES",
+           "SpeedRule", "load_assignment", "parse_assignment"]
 
 
 @dataclass(frozen=True)
@@ -175,182 +135,79 @@ class Assignment:
         raise AssignmentError(f"no part named {name!r} (parts: {known}, or their files{suggestion})")
 
 
-def _fail(where: str, what: str) -> None:
-    raise AssignmentError(f"{where}: {what}")
-
-
-def _mapping(value: Any, where: str, required: tuple = (), optional: tuple = ()) -> dict:
-    if not isinstance(value, dict):
-        _fail(where, f"must be a mapping, got {type(value).__name__}")
-    for key in required:
-        if key not in value:
-            _fail(where, f"missing required key {key!r}")
-    known = set(required) | set(optional)
-    for key in value:
-        if key not in known:
-            _fail(where, f"unknown key {key!r} (expected one of: {', '.join(sorted(known))})")
-    return value
-
-
-def _int(value: Any, where: str, lo: int, hi: int) -> int:
-    # bool is an int in Python; `width: yes` must not become 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(where, f"must be an integer, got {value!r}")
-    if not lo <= value <= hi:
-        _fail(where, f"must be between {lo} and {hi}, got {value}")
-    return value
-
-
-def _number(value: Any, where: str, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(where, f"must be a number, got {value!r}")
-    if not lo <= value <= hi:
-        _fail(where, f"must be between {lo} and {hi}, got {value}")
-    return float(value)
-
-
-def _string(value: Any, where: str, pattern: Optional[re.Pattern] = None, hint: str = "") -> str:
-    if not isinstance(value, str) or not value.strip():
-        _fail(where, f"must be a non-empty string, got {value!r}")
-    if pattern is not None and not pattern.match(value):
-        _fail(where, f"{value!r} is not valid{(': ' + hint) if hint else ''}")
-    return value
-
-
-def _case_name(j: int, k: int, l: int, square: bool, distribution: str, props: dict) -> str:
-    name = f"w{j}" if square else f"{j}x{k}x{l}"
-    if distribution == "small_int":
-        name += "-int"
-    for key in PROP_KEYS:
-        if key in props:
-            short = {"sharedMemPerBlock": "smem", "maxThreadsPerBlock": "threads", "maxThreadsDim": "dim"}[key]
-            value = props[key]
-            name += f"-{short}{'x'.join(map(str, value)) if isinstance(value, list) else value}"
-    return name
-
-
-def _parse_case(raw: Any, where: str, signature: str) -> Case:
-    square = signature == "square"
-    distribution, props = "uniform", {}
-    if square:
-        if isinstance(raw, dict):
-            raw = _mapping(raw, where, required=("width",), optional=("inputs",))
-            width = _int(raw["width"], f"{where}.width", 1, MAX_DIMENSION)
-            distribution = raw.get("inputs", "uniform")
-        else:
-            width = _int(raw, where, 1, MAX_DIMENSION)
-        j = k = l = width
-    else:
-        if isinstance(raw, list):
-            if len(raw) != 3:
-                _fail(where, f"a rectangular case is [j, k, l], got {raw!r}")
-            j, k, l = (_int(v, f"{where}[{i}]", 1, MAX_DIMENSION) for i, v in enumerate(raw))
-        else:
-            raw = _mapping(raw, where, required=("j", "k", "l"), optional=("inputs", "props"))
-            j, k, l = (_int(raw[d], f"{where}.{d}", 1, MAX_DIMENSION) for d in "jkl")
-            distribution = raw.get("inputs", "uniform")
-            if "props" in raw:
-                if signature != "rectangular_props":
-                    _fail(f"{where}.props", "only a launcher that takes cudaDeviceProp can be given properties")
-                props = dict(_mapping(raw["props"], f"{where}.props", optional=PROP_KEYS))
-                for key, value in props.items():
-                    if key == "sharedMemPerBlock" and value == "optin":
-                        continue
-                    if key == "maxThreadsDim":
-                        if not isinstance(value, list) or len(value) != 3:
-                            _fail(f"{where}.props.maxThreadsDim", f"must be [x, y, z], got {value!r}")
-                        props[key] = [_int(v, f"{where}.props.maxThreadsDim[{i}]", 1, 1 << 20)
-                                      for i, v in enumerate(value)]
-                        continue
-                    _int(value, f"{where}.props.{key}", 1, 1 << 30)
-    if distribution not in DISTRIBUTIONS:
-        _fail(f"{where}.inputs", f"must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
-    for a, b in ((j, k), (k, l), (j, l)):
-        if a * b > 1 << 30:
-            _fail(where, "a matrix of this case has more than 2^30 elements")
-    name = _case_name(j, k, l, square, distribution, props)
-    return Case(name=name, j=j, k=k, l=l, distribution=distribution, props=props)
-
-
-def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
-    if isinstance(raw, dict) and "speed" in raw:
-        _fail(f"{where}.speed", "a part has no speed target of its own any more: every part is scored against "
-                                "its reference solution on the grading GPU (grading.speed)")
-    raw = _mapping(
-        raw,
-        where,
-        required=("id", "title", "file", "launcher", "signature", "teaches", "points", "cases", "launch"),
-        optional=("tolerance", "versus_cublas", "starter"),
-    )
-    part_id = _string(raw["id"], f"{where}.id", _ID_RE, "lower-case letters, digits and '_'")
-    if part_id == "cublas":
-        _fail(f"{where}.id", "'cublas' names the grader's cuBLAS baseline; give the part another id")
-    file = _string(raw["file"], f"{where}.file", _FILE_RE, "a file name ending in .cu")
-    launcher = _string(raw["launcher"], f"{where}.launcher", _IDENTIFIER_RE, "a C++ identifier")
-    signature = raw["signature"]
-    if signature not in SIGNATURES:
-        _fail(f"{where}.signature", f"must be one of {', '.join(SIGNATURES)}, got {signature!r}")
-
-    tolerance = dict(defaults.get("tolerance", {}))
-    if "tolerance" in raw:
-        tolerance.update(_mapping(raw["tolerance"], f"{where}.tolerance", optional=("sqrt_k_factor",)))
-    tolerance["sqrt_k_factor"] = _number(
-        tolerance.get("sqrt_k_factor"), f"{where}.tolerance.sqrt_k_factor", 0.0, 1e6
-    )
-
-    raw_points = _mapping(raw["points"], f"{where}.points", required=("correctness", "speed"),
-                          optional=("extra_credit",))
-    points = {key: _number(raw_points[key], f"{where}.points.{key}", 0, 1000) for key in ("correctness", "speed")}
-    extra_credit = raw_points.get("extra_credit", False)
-    if not isinstance(extra_credit, bool):
-        _fail(f"{where}.points.extra_credit", f"must be true or false, got {extra_credit!r}")
-    versus_cublas = None
-    if "versus_cublas" in raw:
-        if signature == "square":
-            _fail(f"{where}.versus_cublas", "needs a rectangular launcher (cuBLAS is timed at j x k x l)")
-        rule = _mapping(raw["versus_cublas"], f"{where}.versus_cublas", required=("full_at", "zero_at_reference_of"))
-        floor = rule["zero_at_reference_of"]
-        if not isinstance(floor, list) or not floor or not all(isinstance(f, str) for f in floor):
-            _fail(f"{where}.versus_cublas.zero_at_reference_of", "must be a non-empty list of part ids")
-        versus_cublas = CublasRule(_number(rule["full_at"], f"{where}.versus_cublas.full_at", 0.05, 2.0),
-                                   tuple(floor))
-    starter = raw.get("starter", "todo")
-    if starter not in STARTER_KINDS:
-        _fail(f"{where}.starter", f"must be one of {', '.join(STARTER_KINDS)}, got {starter!r}")
-
-    raw_cases = _mapping(raw["cases"], f"{where}.cases", required=CASE_SETS)
+def _parse_cases(raw: Any, where: str, signature: str) -> dict:
+    raw_cases = mapping(raw, where, schema.PART.key("cases"))
     cases = {}
     graded_names = {}
     for set_name in CASE_SETS:
         entries = raw_cases[set_name]
         # Hidden cases may be absent (a student's copy has none); every other set is needed.
         if not isinstance(entries, list) or (not entries and set_name != "hidden"):
-            _fail(f"{where}.cases.{set_name}", "must be a non-empty list" if set_name != "hidden" else "must be a list")
+            fail(f"{where}.{set_name}", "must be a non-empty list" if set_name != "hidden" else "must be a list")
         parsed = []
         names = {}
         for i, entry in enumerate(entries):
-            case = _parse_case(entry, f"{where}.cases.{set_name}[{i}]", signature)
+            case = parse_case(entry, f"{where}.{set_name}[{i}]", signature)
             # Each set runs in its own harness run; public and hidden cases are
             # also reported side by side, so they share one namespace.
             seen = graded_names if set_name in GRADED_SETS else names
             if case.name in seen:
-                _fail(f"{where}.cases.{set_name}[{i}]", f"case {case.name} is already listed in {seen[case.name]}")
+                fail(f"{where}.{set_name}[{i}]", f"case {case.name} is already listed in {seen[case.name]}")
             seen[case.name] = f"cases.{set_name}"
             parsed.append(case)
         cases[set_name] = tuple(parsed)
+    return cases
 
-    launch = _mapping(raw["launch"], f"{where}.launch", required=("shared_memory",))
-    if launch["shared_memory"] not in SHARED_MEMORY_POLICIES:
-        _fail(f"{where}.launch.shared_memory", f"must be one of {', '.join(SHARED_MEMORY_POLICIES)}")
+
+def _parse_part(raw: Any, where: str, defaults: dict) -> Part:
+    if isinstance(raw, dict) and "speed" in raw:
+        fail(f"{where}.speed", "a part has no speed target of its own any more: every part is scored against "
+                               "its reference solution on the grading GPU (grading.speed)")
+    node = schema.PART
+    raw = mapping(raw, where, node)
+    part_id = value(raw, node, "id", where)
+    if part_id == "cublas":
+        fail(f"{where}.id", "'cublas' names the grader's cuBLAS baseline; give the part another id")
+    file = value(raw, node, "file", where)
+    launcher = value(raw, node, "launcher", where)
+    signature = value(raw, node, "signature", where)
+
+    tolerance = dict(defaults)
+    if "tolerance" in raw:
+        tolerance.update(mapping(raw["tolerance"], f"{where}.tolerance", node.key("tolerance")))
+    tolerance["sqrt_k_factor"] = value(tolerance, node.key("tolerance"), "sqrt_k_factor", f"{where}.tolerance")
+
+    points_node = node.key("points")
+    raw_points = mapping(raw["points"], f"{where}.points", points_node)
+    points = {key: value(raw_points, points_node, key, f"{where}.points") for key in ("correctness", "speed")}
+    extra_credit = value(raw_points, points_node, "extra_credit", f"{where}.points")
+    versus_cublas = None
+    if "versus_cublas" in raw:
+        if signature == "square":
+            fail(f"{where}.versus_cublas", "needs a rectangular launcher (cuBLAS is timed at j x k x l)")
+        rule_node = node.key("versus_cublas")
+        rule = mapping(raw["versus_cublas"], f"{where}.versus_cublas", rule_node)
+        floor = rule["zero_at_reference_of"]
+        if not isinstance(floor, list) or not floor or not all(isinstance(f, str) for f in floor):
+            fail(f"{where}.versus_cublas.zero_at_reference_of", "must be a non-empty list of part ids")
+        versus_cublas = CublasRule(value(rule, rule_node, "full_at", f"{where}.versus_cublas"), tuple(floor))
+    starter = value(raw, node, "starter", where)
+    cases = _parse_cases(raw["cases"], f"{where}.cases", signature)
+
+    launch_node = node.key("launch")
+    launch = mapping(raw["launch"], f"{where}.launch", launch_node)
+    policies = launch_node.key("shared_memory").allowed
+    if launch["shared_memory"] not in policies:
+        fail(f"{where}.launch.shared_memory", f"must be one of {', '.join(policies)}")
     if launch["shared_memory"] == "dynamic_only" and signature != "rectangular_props":
-        _fail(f"{where}.launch.shared_memory", "dynamic_only needs a launcher that is given cudaDeviceProp")
+        fail(f"{where}.launch.shared_memory", "dynamic_only needs a launcher that is given cudaDeviceProp")
     return Part(
         id=part_id,
-        title=_string(raw["title"], f"{where}.title"),
+        title=value(raw, node, "title", where),
         file=file,
         launcher=launcher,
         signature=signature,
-        teaches=_string(raw["teaches"], f"{where}.teaches"),
+        teaches=value(raw, node, "teaches", where),
         tolerance=tolerance,
         points=points,
         cases=cases,
@@ -371,48 +228,43 @@ def _check_cublas_floors(parts: tuple) -> None:
         by_id = {q.id: q for q in parts}
         for part_id in p.versus_cublas.zero_at_reference_of:
             if part_id not in by_id or part_id == p.id:
-                _fail(where, f"{part_id!r} is not another part (parts: {', '.join(by_id)})")
+                fail(where, f"{part_id!r} is not another part (parts: {', '.join(by_id)})")
         for case in p.cases["timing"]:
             size = (case.j, case.k, case.l)
             if not any(size in [(c.j, c.k, c.l) for c in by_id[f].cases["timing"]]
                        for f in p.versus_cublas.zero_at_reference_of):
-                _fail(where, f"none of these parts is timed at {case.j}x{case.k}x{case.l}, the size of "
-                             f"{p.id}'s timing case {case.name}")
-
-
-_QUESTION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+                fail(where, f"none of these parts is timed at {case.j}x{case.k}x{case.l}, the size of "
+                            f"{p.id}'s timing case {case.name}")
 
 
 def _parse_question(raw: Any, where: str) -> Question:
-    raw = _mapping(raw, where, required=("id", "kind", "text"),
-                   optional=("points", "tolerance", "options", "manual_points"))
-    qid = _string(raw["id"], f"{where}.id", _QUESTION_ID_RE, "lower-case letters, digits and '-'")
-    kind = raw["kind"]
-    if kind not in QUESTION_KINDS:
-        _fail(f"{where}.kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {kind!r}")
-    text = _string(raw["text"], f"{where}.text")
+    node = schema.QUESTION
+    raw = mapping(raw, where, node)
+    qid = value(raw, node, "id", where)
+    kind = value(raw, node, "kind", where)
+    text = value(raw, node, "text", where)
     if kind == "text":
         if "points" in raw or "tolerance" in raw or "options" in raw:
-            _fail(where, "a text question has manual_points only (a TA grades it)")
-        manual = _number(raw.get("manual_points", 0), f"{where}.manual_points", 0, 1000)
+            fail(where, "a text question has manual_points only (a TA grades it)")
+        manual = value(raw, node, "manual_points", where)
         return Question(qid, kind, text, 0.0, manual_points=manual)
     if "manual_points" in raw:
-        _fail(f"{where}.manual_points", "only text questions are graded by hand")
-    points = _number(raw.get("points"), f"{where}.points", 0, 1000)
+        fail(f"{where}.manual_points", "only text questions are graded by hand")
+    points = value(raw, node, "points", where)
     if kind == "number":
         if "options" in raw:
-            _fail(f"{where}.options", "a number question has no options")
-        tolerance = _number(raw.get("tolerance"), f"{where}.tolerance", 0.0, 1.0)
+            fail(f"{where}.options", "a number question has no options")
+        tolerance = value(raw, node, "tolerance", where)
         return Question(qid, kind, text, points, tolerance=tolerance)
     if "tolerance" in raw:
-        _fail(f"{where}.tolerance", "a choice question has no tolerance")
+        fail(f"{where}.tolerance", "a choice question has no tolerance")
     options = raw.get("options")
     if not isinstance(options, dict) or len(options) < 2:
-        _fail(f"{where}.options", "a choice question needs at least two options (id: text)")
-    for key, value in options.items():
-        if not isinstance(key, str) or not _QUESTION_ID_RE.match(key):
-            _fail(f"{where}.options", f"option id {key!r} must be a short lower-case string (quote yes/no)")
-        _string(value, f"{where}.options.{key}")
+        fail(f"{where}.options", "a choice question needs at least two options (id: text)")
+    for key, text_of in options.items():
+        if not isinstance(key, str) or not schema.QUESTION_ID_RE.match(key):
+            fail(f"{where}.options", f"option id {key!r} must be a short lower-case string (quote yes/no)")
+        string(text_of, f"{where}.options.{key}")
     return Question(qid, kind, text, points, options=dict(options))
 
 
@@ -420,87 +272,78 @@ def _parse_questions(raw: Any, code: Any) -> tuple:
     if raw is None:
         return (), {}
     if not isinstance(raw, list):
-        _fail("questions", "must be a list")
+        fail("questions", "must be a list")
     questions = tuple(_parse_question(q, f"questions[{i}]") for i, q in enumerate(raw))
     ids = [q.id for q in questions]
     for qid in ids:
         if ids.count(qid) > 1:
-            _fail("questions", f"two questions share the id {qid!r}")
-    code = _mapping(code if code is not None else {}, "question_code",
-                    optional=tuple(code.keys()) if isinstance(code, dict) else ())
+            fail("questions", f"two questions share the id {qid!r}")
+    code = code if code is not None else {}
+    if not isinstance(code, dict):  # its keys are any names the questions refer to
+        fail("question_code", f"must be a mapping, got {type(code).__name__}")
     for name, text in code.items():
-        _string(text, f"question_code.{name}")
+        string(text, f"question_code.{name}")
     return questions, dict(code)
 
 
 def _parse_grading(raw: Any) -> dict:
-    raw = _mapping(raw, "grading", required=("time_limits", "visibility", "speed"), optional=("leaderboard",))
-    limits = _mapping(raw["time_limits"], "grading.time_limits", required=STAGE_TIME_LIMITS)
-    visibility = dict(_mapping(raw["visibility"], "grading.visibility", required=GRADED_SETS,
-                               optional=("questions",)))
-    # Answers seen at once could be found by resubmitting; by default they
-    # show after the due date.
-    visibility.setdefault("questions", "after_due_date")
-    for key, value in visibility.items():
-        if value not in VISIBILITIES:
-            _fail(f"grading.visibility.{key}", f"must be one of {', '.join(VISIBILITIES)}, got {value!r}")
-    leaderboard = _mapping(raw.get("leaderboard", {}), "grading.leaderboard", optional=("names",))
-    names = leaderboard.get("names", "alias")
-    if names not in LEADERBOARD_NAMES:
-        _fail("grading.leaderboard.names", f"must be one of {', '.join(LEADERBOARD_NAMES)}, got {names!r}")
+    node = schema.GRADING
+    raw = mapping(raw, "grading", node)
+    limits_node, visibility_node = node.key("time_limits"), node.key("visibility")
+    limits = mapping(raw["time_limits"], "grading.time_limits", limits_node)
+    visibility = mapping(raw["visibility"], "grading.visibility", visibility_node)
+    leaderboard_node = node.key("leaderboard")
+    leaderboard = mapping(raw.get("leaderboard", {}), "grading.leaderboard", leaderboard_node)
     return {
-        "time_limits": {k: _number(limits[k], f"grading.time_limits.{k}", 1, 3600) for k in STAGE_TIME_LIMITS},
-        "visibility": dict(visibility),
-        "leaderboard_names": names,
+        "time_limits": {k: value(limits, limits_node, k, "grading.time_limits") for k in limits_node.required_names},
+        # Absent keys take their defaults: answers seen at once could be
+        # found by resubmitting, so questions show after the due date.
+        "visibility": {k.name: value(visibility, visibility_node, k.name, "grading.visibility")
+                       for k in visibility_node.keys},
+        "leaderboard_names": value(leaderboard, leaderboard_node, "names", "grading.leaderboard"),
     }
 
 
 def _parse_speed_rule(raw: Any) -> SpeedRule:
     if isinstance(raw, dict) and ("ceiling" in raw or "zero_below" in raw):
-        _fail("grading.speed", "targets are no longer fractions of the roofline: give full_at and zero_at, "
-                               "fractions of the reference solution's GFLOP/s on the grading GPU")
-    speed = _mapping(raw, "grading.speed", required=("full_at", "zero_at", "calibration_runs"))
-    full_at = _number(speed["full_at"], "grading.speed.full_at", 0.05, 2.0)
-    zero_at = _number(speed["zero_at"], "grading.speed.zero_at", 0.0, 2.0)
+        fail("grading.speed", "targets are no longer fractions of the roofline: give full_at and zero_at, "
+                              "fractions of the reference solution's GFLOP/s on the grading GPU")
+    node = schema.GRADING.key("speed")
+    speed = mapping(raw, "grading.speed", node)
+    full_at = value(speed, node, "full_at", "grading.speed")
+    zero_at = value(speed, node, "zero_at", "grading.speed")
     if zero_at >= full_at:
-        _fail("grading.speed.zero_at", f"must be below full_at ({full_at:g}), got {zero_at:g}")
+        fail("grading.speed.zero_at", f"must be below full_at ({full_at:g}), got {zero_at:g}")
     runs = speed["calibration_runs"]
-    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 20:
-        _fail("grading.speed.calibration_runs", f"must be a whole number from 1 to 20, got {runs!r}")
+    lo, hi = node.key("calibration_runs").bounds
+    if isinstance(runs, bool) or not isinstance(runs, int) or not lo <= runs <= hi:
+        fail("grading.speed.calibration_runs", f"must be a whole number from {lo} to {hi}, got {runs!r}")
     return SpeedRule(full_at=full_at, zero_at=zero_at, runs=runs)
 
 
 def parse_assignment(doc: Any, path: Path) -> Assignment:
-    doc = _mapping(doc, "assignment.yaml", required=("name", "title", "defaults", "grading", "timing", "parts"),
-                   optional=("questions", "question_code"))
-    defaults = _mapping(doc["defaults"], "defaults", optional=("tolerance",))
+    node = schema.ASSIGNMENT
+    doc = mapping(doc, "assignment.yaml", node)
+    defaults_node = node.key("defaults")
+    defaults = mapping(doc["defaults"], "defaults", defaults_node)
+    default_tolerance = mapping(defaults.get("tolerance", {}), "defaults.tolerance", defaults_node.key("tolerance"))
     grading = _parse_grading(doc["grading"])
-    timing = _mapping(
-        doc["timing"],
-        "timing",
-        required=("repetitions", "warmup_calls", "warmup_ms", "input_sets", "samples"),
-    )
-    timing = {
-        "repetitions": _int(timing["repetitions"], "timing.repetitions", 1, 10000),
-        "warmup_calls": _int(timing["warmup_calls"], "timing.warmup_calls", 0, 10000),
-        "warmup_ms": _number(timing["warmup_ms"], "timing.warmup_ms", 0, 60000),
-        "input_sets": _int(timing["input_sets"], "timing.input_sets", 1, 64),
-        "samples": _int(timing["samples"], "timing.samples", 4, 1 << 16),
-    }
+    timing = mapping(doc["timing"], "timing", schema.TIMING)
+    timing = {k: value(timing, schema.TIMING, k, "timing") for k in schema.TIMING.required_names}
     if not isinstance(doc["parts"], list) or not doc["parts"]:
-        _fail("parts", "must be a non-empty list")
-    parts = tuple(_parse_part(p, f"parts[{i}]", defaults) for i, p in enumerate(doc["parts"]))
+        fail("parts", "must be a non-empty list")
+    parts = tuple(_parse_part(p, f"parts[{i}]", default_tolerance) for i, p in enumerate(doc["parts"]))
     for attr in ("id", "file", "launcher"):
         values = [getattr(p, attr) for p in parts]
         for v in values:
             if values.count(v) > 1:
-                _fail("parts", f"two parts share the {attr} {v!r}")
+                fail("parts", f"two parts share the {attr} {v!r}")
     _check_cublas_floors(parts)
     questions, question_code = _parse_questions(doc.get("questions"), doc.get("question_code"))
     return Assignment(
         path=path,
-        name=_string(doc["name"], "name", _ID_RE, "lower-case letters, digits and '_'"),
-        title=_string(doc["title"], "title"),
+        name=value(doc, node, "name", ""),
+        title=value(doc, node, "title", ""),
         grading=grading,
         timing=timing,
         parts=parts,
@@ -518,7 +361,7 @@ def load_assignment(path: Path | str) -> Assignment:
         raise AssignmentError(f"{path}: cannot read ({e.strerror})") from e
     try:
         # libyaml's loader where PyYAML has it: every command reads this file
-        # first, and the pure-Python loader takes 0.1 s over it.
+        # first, and libyaml parses it many times faster than pure Python.
         doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         raise AssignmentError(f"{path}: not valid YAML: {e}") from e
