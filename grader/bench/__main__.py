@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
+from tilelab.errors import TilelabError
 from tilelab.operations import batch as batch_mod
 from tilelab.system.paths import find_root, unbuilt_reason
 
-from .grading_bench import BenchError, format_bench, run_bench
+from .grading_bench import format_bench, run_bench
 
 
 @click.command()
@@ -38,7 +39,7 @@ def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str
     try:
         result = run_bench(root_path, build, out, gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
                            log=lambda m: click.echo(m, err=True), in_flight=in_flight)
-    except (BenchError, batch_mod.BatchError) as e:
+    except TilelabError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"wrote {out / 'bench.json'}")
     click.echo(format_bench(result))

@@ -41,21 +41,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from tilelab.errors import TilelabError
 from tilelab.grading.build import RecipeError, load_recipes
-from tilelab.grading.options import GradeOptions, build_jobs_each
 from tilelab.grading.build_cache import PART_CACHE_DIR
-from tilelab.grading.pipeline import grade
+from tilelab.grading.options import GradeOptions
+from tilelab.operations.batch import run_batch
+from tilelab.operations.grading_run import NOTHING, run_grading
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.atomic import write_atomically
 from tilelab.system.paths import ASSIGNMENT_FILE
-from tilelab.operations.batch import run_batch
 
 # Phases that hold the GPU: shared (gradings beside it may use it too) or alone.
 SHARED_GPU_PHASES = ("correctness", "sanitizers")
 EXCLUSIVE_GPU_PHASES = ("gpu probe", "ceilings", "calibration", "runs again alone", "speed")
 
 
-class BenchError(ValueError):
+class BenchError(TilelabError):
     """The benchmark cannot start: no hand-ins, a bad folder."""
 
 
@@ -138,8 +139,7 @@ def _grade_references(root: Path, build_dir: Path, out_dir: Path, fresh_build: b
     out = out_dir / "references"
     shutil.rmtree(out, ignore_errors=True)
     clock = time.monotonic()
-    result = grade(root / "solutions", GradeOptions(root=root, build_dir=build_dir, out_dir=out,
-                                                     jobs=build_jobs_each(1)))
+    result = run_grading(root / "solutions", GradeOptions.for_tree(root, build_dir, out), NOTHING).result
     return {"seconds": round(time.monotonic() - clock, 2), "timings": result.timings, "spans": result.spans,
             "score": result.score, "max_score": result.max_score}
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
-import gc
 import sys
 from pathlib import Path
 
@@ -11,17 +9,10 @@ import click
 
 from . import __version__
 from .grading.answers_file import ANSWERS_FILE
+from .errors import TilelabError
 from .spec.assignment import Assignment, AssignmentError, load_assignment
 from .system.cpu_share import GRADINGS_AT_ONCE_WORDS
 from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
-from .system.setup_errors import SetupError
-
-
-# At exit Python runs its cycle collector over every object still alive
-# before it tears its modules down: with the plotting library loaded, about
-# 0.2 s at the end of every `tilelab check` and `grade`. Frozen, they are
-# left to the process's end, which frees them all at once.
-atexit.register(gc.freeze)
 
 
 def _root(root: str | None) -> Path:
@@ -33,12 +24,13 @@ def _root(root: str | None) -> Path:
 
 class _Commands(click.Group):
     """Every command ends what a user can cause (a missing tool, package, GPU,
-    user or permission) with one line that names the fix, never a traceback."""
+    user or permission, a broken file) with one line that names the fix,
+    never a traceback: errors.TilelabError, caught here once."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except SetupError as e:
+        except TilelabError as e:
             raise click.ClickException(str(e)) from None
         except PermissionError as e:
             where = e.filename or "a file it needs"
@@ -67,11 +59,8 @@ def starter(ctx: click.Context, check: bool) -> None:
     from .authoring import starter as starter_mod
 
     root = _root(ctx.obj["root"])
-    try:
-        assignment = load_assignment(root / ASSIGNMENT_FILE)
-        files = starter_mod.starter_files(assignment, root / "solutions", root / "starter")
-    except (AssignmentError, starter_mod.StarterError) as e:
-        raise click.ClickException(str(e)) from None
+    assignment = load_assignment(root / ASSIGNMENT_FILE)
+    files = starter_mod.starter_files(assignment, root / "solutions", root / "starter")
     stale = [f for f in files if not f.up_to_date]
     if check:
         for f in stale:
@@ -87,10 +76,7 @@ def starter(ctx: click.Context, check: bool) -> None:
 
 
 def _load(root: Path):
-    try:
-        return load_assignment(root / ASSIGNMENT_FILE)
-    except AssignmentError as e:
-        raise click.ClickException(str(e)) from None
+    return load_assignment(root / ASSIGNMENT_FILE)
 
 
 def _build_path(root: Path, build_dir: str | None) -> Path:
@@ -150,16 +136,17 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
     """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
     root = _root(ctx.obj["root"])
     build = _build_path(root, build_dir)
-    out = _out_path(out_dir, build, "grade")
-    device = _device_probe(build)
-    # Only to check the names: run_grading reports a broken assignment.yaml in results.json itself.
+    _warm_up(build)
+    # Only to check the names: a broken assignment.yaml is reported in results.json itself.
     parts = _part_ids(_load(root), parts) if parts else ()
-    from .operations.grading_run import run_grading
+    from .grading.options import GradeOptions
+    from .operations.grading_run import Outputs, run_grading
 
-    outcome = run_grading(Path(submission).resolve(), root=root, build_dir=build_dir, out_dir=out, seed=seed,
-                          parts=parts, questions=not parts, sanitizers=not no_sanitizers, echo=click.echo,
-                          answer_key=Path(answer_key).resolve() if answer_key else None,
-                          results_format=results_format, device_probe=device)
+    options = GradeOptions.for_tree(root, build, _out_path(out_dir, build, "grade"), parts=parts, seed=seed,
+                                    questions=not parts, sanitizers=not no_sanitizers,
+                                    answer_key=Path(answer_key).resolve() if answer_key else None)
+    outcome = run_grading(Path(submission).resolve(), options, Outputs(results=results_format),
+                          progress=lambda m: click.echo(f"... {m}"), echo=click.echo)
     sys.exit(outcome.code)
 
 
@@ -212,8 +199,6 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
                                       jobs=jobs,
                                       in_flight=in_flight, force=force,
                                       answer_key=Path(answer_key).resolve() if answer_key else None)
-    except batch_mod.BatchError as e:
-        raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:
         click.echo(f"interrupted; {out / batch_mod.GRADEBOOK_FILE} holds what was graded; run the same command "
                    "again to go on", err=True)
@@ -248,26 +233,19 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
     build = _build_dir(root, build_dir)
     assignment = _load(root)
     part_ids, answers_only, file_dir = _check_target(assignment, part)
-    device = None if answers_only else _device_probe(build)
+    if not answers_only:
+        _warm_up(build)
     from .grading.options import GradeOptions
-    from .grading.pipeline import write_detailed_json
-    from .grading.pipeline import grade as run_grade
+    from .operations.grading_run import CHECK, run_grading
     from .outputs.check_view import check_passed, print_check
-    from .outputs.report import write_reports
-    from .system.warmup import prepare_in_background
 
     if work_dir and file_dir and Path(work_dir).resolve() != file_dir:
         raise click.UsageError(f"{part} is not in --dir {work_dir}: name the part alone, or drop --dir")
     submission = Path(work_dir).resolve() if work_dir else file_dir or root / "starter"
     out = _out_path(out_dir, build, "check")
-    opt = GradeOptions(root=root, build_dir=build, out_dir=out, mode="check", parts=part_ids,
-                       answers_only=answers_only, questions=part is None,
-                       sanitizers=not (no_sanitizers or fast), timing=not fast,
-                       progress=lambda m: click.echo(f"... {m}", err=True), while_timing=prepare_in_background,
-                       device_probe=device)
-    result = run_grade(submission, opt)
-    write_reports(result, out, audience="student")
-    write_detailed_json(result, out / "grade.json")  # when each phase ran: the benchmark reads it
+    options = GradeOptions.for_tree(root, build, out, mode="check", parts=part_ids, answers_only=answers_only,
+                                    questions=part is None, sanitizers=not (no_sanitizers or fast), timing=not fast)
+    result = run_grading(submission, options, CHECK, progress=lambda m: click.echo(f"... {m}", err=True)).result
     print_check(result)
     click.echo(f"full report: {out / 'report.md'}")
     sys.exit(0 if check_passed(result) else 1)
@@ -288,13 +266,13 @@ def _check_target(assignment: Assignment, name: str | None) -> tuple:
     return (part.id,), False, path.resolve().parent if path.name == part.file and path.is_file() else None
 
 
-def _device_probe(build: Path):
-    """The GPU probe of a grading, started before the grader is imported
-    (GradeOptions.device_probe); None where the tree has no probe to run."""
+def _warm_up(build: Path) -> None:
+    """What a grading command starts before it imports the grader (system/warmup.py)."""
     from .grading import gpu_ceilings
+    from .system import warmup
 
-    tool = tool_path(build, "tilelab-roofline")
-    return gpu_ceilings.device_info_started(tool, 60) if tool.is_file() else None
+    warmup.leave_objects_to_exit()
+    gpu_ceilings.probe_early(tool_path(build, gpu_ceilings.TOOL_NAME))
 
 
 def _gpu(build: Path, refresh: bool = False):
@@ -302,11 +280,8 @@ def _gpu(build: Path, refresh: bool = False):
     from .grading import gpu_ceilings as rl
 
     tool = tool_path(build, "tilelab-roofline")
-    try:
-        device = rl.device_info(tool)
-        return device, rl.get_ceilings(tool, refresh=refresh, device=device)
-    except rl.RooflineError as e:
-        raise click.ClickException(str(e)) from None
+    device = rl.device_info(tool)
+    return device, rl.get_ceilings(tool, refresh=refresh, device=device)
 
 
 @main.command()
@@ -354,10 +329,7 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
             f"{build} holds no reference solutions to time ({calibration.REFERENCE_DIR}/<part>): calibrate from "
             "the course's checkout (solutions/) or the autograder bundle (references/), not a student's copy")
     device, ceilings = _gpu(build)
-    try:
-        ladder, fallen = calibration.recalibrate(build, assignment, device, tool_path(build, "tilelab-verify"))
-    except calibration.CalibrationError as e:
-        raise click.ClickException(str(e)) from None
+    ladder, fallen = calibration.recalibrate(build, assignment, device, tool_path(build, "tilelab-verify"))
     click.echo(rl.describe(ceilings))
     click.echo()
     click.echo(calibration.describe(ladder, ceilings, assignment))
@@ -374,15 +346,12 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
 def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: str | None, jobs: int) -> None:
     """Grade the known-good and known-bad hand-ins of tests/submissions and
     compare with their expected verdicts (NAMES: only these hand-ins)."""
-    from .selftest.handins import SelftestError, format_rows, run_selftest
+    from .selftest.handins import format_rows, run_selftest
 
     root = _root(ctx.obj["root"])
     build = _build_dir(root, build_dir)
     out = _out_path(out_dir, build, "selftest")
-    try:
-        rows, gpu = run_selftest(root, build, out, names=names, jobs=jobs, echo=lambda m: click.echo(m, err=True))
-    except SelftestError as e:
-        raise click.ClickException(str(e)) from None
+    rows, gpu = run_selftest(root, build, out, names=names, jobs=jobs, echo=lambda m: click.echo(m, err=True))
     click.echo(format_rows(rows, gpu))
     if not rows or not all(r.ok for r in rows):
         sys.exit(1)
@@ -411,27 +380,24 @@ def handout(ctx: click.Context, variant: str, build_dir: str | None, out_dir: st
 @click.pass_context
 def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | None) -> None:
     """Build the student tarball or the Gradescope autograder zip."""
-    from .authoring.dist import DistError, autograder_bundle, bundle_name, refuse_edited_starter, student_bundle
+    from .authoring.dist import autograder_bundle, bundle_name, refuse_edited_starter, student_bundle
 
     root = _root(ctx.obj["root"])
     assignment = _load(root)
     build = _build_path(root, build_dir)
     out = _out_path(out_dir, build, "dist")
-    try:
-        refuse_edited_starter(root, assignment)  # before the handout, which shows the starter's code
-        if bundle == "student":
-            from .authoring.handout import write_handouts
+    refuse_edited_starter(root, assignment)  # before the handout, which shows the starter's code
+    if bundle == "student":
+        from .authoring.handout import write_handouts
 
-            handout_dir = out / "handout"
-            click.echo("... the handout (Markdown, HTML, PDF)", err=True)
-            write_handouts(assignment, root, handout_dir, variant="student")
-            made = student_bundle(root, out / bundle_name(assignment, bundle), handout_dir)
-        else:
-            made = autograder_bundle(root, out / bundle_name(assignment, bundle),
-                                     objects_tree=build / "dist" / "reference-objects",
-                                     progress=lambda m: click.echo(f"... {m}", err=True))
-    except DistError as e:
-        raise click.ClickException(str(e)) from None
+        handout_dir = out / "handout"
+        click.echo("... the handout (Markdown, HTML, PDF)", err=True)
+        write_handouts(assignment, root, handout_dir, variant="student")
+        made = student_bundle(root, out / bundle_name(assignment, bundle), handout_dir)
+    else:
+        made = autograder_bundle(root, out / bundle_name(assignment, bundle),
+                                 objects_tree=build / "dist" / "reference-objects",
+                                 progress=lambda m: click.echo(f"... {m}", err=True))
     click.echo(f"wrote {made} ({made.stat().st_size / 1e6:.1f} MB)")
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from grade_fixtures import graded_answers
 
-from tilelab.grading.options import GradeOptions
-from tilelab.grading.stages.finish import _answers
+from tilelab.grading.stages.finish import questions_result
 from tilelab.selftest.handins import AnswersExpectation, SelftestError, judge_answers, load_hand_ins
 from tilelab.grading.answer_key import AnswerKeyError, key_working, load_key
 from tilelab.grading.answers import NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHARS, grade_answers, parse_number
@@ -490,21 +489,18 @@ def test_without_a_key_answers_are_checked_but_not_scored(grade):
 
 def test_grade_finds_the_key_or_says_it_is_not_there(tmp_path, root, assignment):
     hand_in = root / "tests" / "submissions" / "answers-all-correct"
-    opt = GradeOptions(root=root, build_dir=tmp_path, out_dir=tmp_path)
-    assert _answers(hand_in, assignment, opt).score == AUTOMATIC_POINTS
+    assert questions_result(hand_in, assignment, root).score == AUTOMATIC_POINTS
     # A student's copy: no solutions/, no key/.
-    student = GradeOptions(root=tmp_path, build_dir=tmp_path, out_dir=tmp_path)
-    result = _answers(hand_in, assignment, student)
+    result = questions_result(hand_in, assignment, tmp_path)
     assert not result.graded and result.score == 0 and result.count("not_graded") == AUTOMATIC_POINTS
     # The autograder zip keeps the key under key/.
     (tmp_path / "key").mkdir()
     (tmp_path / "key" / "answers.yaml").write_bytes((root / "solutions" / "answers.yaml").read_bytes())
-    assert _answers(hand_in, assignment, student).score == AUTOMATIC_POINTS
+    assert questions_result(hand_in, assignment, tmp_path).score == AUTOMATIC_POINTS
     # An explicit key wins; a broken one grades nothing and tells staff why, not students.
     broken = tmp_path / "broken.yaml"
     broken.write_text("ridge: twelve\n")
-    result = _answers(hand_in, assignment, GradeOptions(root=root, build_dir=tmp_path, out_dir=tmp_path,
-                                                        answer_key=broken))
+    result = questions_result(hand_in, assignment, root, answer_key=broken)
     assert not result.graded and result.score == 0
     assert "tell the course staff" in result.not_graded_reason and "no key for" in result.staff_note
     assert "twelve" not in result.not_graded_reason

@@ -271,10 +271,10 @@ def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path
         student(class_dir, name)
     real_grade = tilelab.grading.pipeline.grade
 
-    def crashes_on_bob(submission, opt):
+    def crashes_on_bob(submission, opt, **context):
         if submission.name == "bob":
             raise RuntimeError("the grader tripped over bob")
-        return real_grade(submission, opt)
+        return real_grade(submission, opt, **context)
 
     monkeypatch.setattr(tilelab.grading.pipeline, "grade", crashes_on_bob)
     summary, lines = grade_class(class_dir, out, seed=5)

@@ -129,8 +129,8 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     # This copy lives in pytest's private temporary directory, which a
     # sandbox user could not read: grade as the current user (the flow of the
     # edit is what is tested here, not the sandbox).
-    result = grade(project / "solutions", GradeOptions(root=project, build_dir=Path(build), sandbox=Sandbox(),
-                                                       out_dir=tmp_path / "graded", parts=("naive",)))
+    result = grade(project / "solutions", GradeOptions.for_tree(project, Path(build), tmp_path / "graded",
+                                                                parts=("naive",)), sandbox=Sandbox())
     tests = graded_tests(result, edited)
     public = next(t for t in tests if t["name"].startswith("Naive kernel: public cases"))
     hidden = next(t for t in tests if t["name"].startswith("Naive kernel: hidden cases"))

@@ -241,8 +241,7 @@ def _graded(hand_in: str):
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     try:
         # As the current user: the sandbox is not what these tests are about.
-        return grade(source, GradeOptions(root=ROOT, build_dir=build, out_dir=Path(tempfile.mkdtemp()),
-                                          sandbox=Sandbox()))
+        return grade(source, GradeOptions.for_tree(ROOT, build, Path(tempfile.mkdtemp())), sandbox=Sandbox())
     finally:
         if hidden is None:
             del os.environ["CUDA_VISIBLE_DEVICES"]

@@ -494,11 +494,11 @@ def test_sanitizer_lines_name_the_students_file_whichever_grading_compiled_it(pa
     """A memcheck line as compute-sanitizer prints it (13.0, -lineinfo), for
     an executable the part cache kept from an earlier grading: its line
     tables name that grading's copy, in a work folder since removed."""
-    from tilelab.grading.context import _new_state
+    from tilelab.grading.context import new_part_state
     from tilelab.grading.stages.finish import _name_the_students_file
     from tilelab.grading.model import Stage
 
-    state = _new_state(parts["boundary"], tmp_path / "hand-in", ("public",))
+    state = new_part_state(parts["boundary"], tmp_path / "hand-in", ("public",))
     earlier = "/tmp/tilelab-work-k2j4/submission-5f0c9e1d2b3a4c6d/sources/boundary.cu"
     state.result.stages["memcheck"] = Stage(
         "memcheck", "failed", "memcheck reported errors",

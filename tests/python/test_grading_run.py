@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_gradescope import check_spec
 
+from tilelab.grading.options import GradeOptions
 from tilelab.operations.grading_run import EXIT_GRADED, EXIT_GRADER_ERROR, run_grading
 
 
@@ -21,8 +22,7 @@ def build_dir() -> Path:
 
 
 def grade(root, submission: Path, out: Path, parts=()) -> dict:
-    outcome = run_grading(submission, root=root, build_dir=str(build_dir()), out_dir=out, parts=parts,
-                          echo=lambda m: None)
+    outcome = run_grading(submission, GradeOptions.for_tree(root, build_dir(), out, parts=parts), echo=lambda m: None)
     assert outcome.code == EXIT_GRADED
     doc = json.loads((out / "results.json").read_text())
     check_spec(doc)
@@ -36,7 +36,7 @@ def build_test(doc: dict, title_start: str) -> dict:
 def test_a_grader_failure_still_writes_valid_results(root, tmp_path):
     empty_build = tmp_path / "not-a-build"
     empty_build.mkdir()
-    outcome = run_grading(root / "solutions", root=root, build_dir=str(empty_build), out_dir=tmp_path / "out",
+    outcome = run_grading(root / "solutions", GradeOptions.for_tree(root, empty_build, tmp_path / "out"),
                           echo=lambda m: None)
     assert outcome.code == EXIT_GRADER_ERROR and "tilelab-verify is missing" in outcome.error
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -79,7 +79,6 @@ def test_wrong_signature_fails_to_link_with_the_declaration_shown(root, tmp_path
 def test_a_compile_error_names_the_students_own_file_and_line(root, tmp_path, monkeypatch):
     """`tilelab check` from the student's folder: the message says
     hand-in/naive.cu(14), the file they edit, never the grader's copy."""
-    from tilelab.grading.options import GradeOptions
     from tilelab.grading.pipeline import grade as run_grade
     from tilelab.system.sandbox import Sandbox
 
@@ -88,15 +87,14 @@ def test_a_compile_error_names_the_students_own_file_and_line(root, tmp_path, mo
     shutil.copy(root / "tests" / "submissions" / "naive-compile-error" / "naive.cu", hand_in / "naive.cu")
     monkeypatch.chdir(tmp_path)
     # In pytest's private directory: built as the current user (the sandbox is not what is tested here).
-    result = run_grade(hand_in, GradeOptions(root=root, build_dir=build_dir(), out_dir=tmp_path / "out",
-                                             mode="check", parts=("naive",), sandbox=Sandbox()))
+    result = run_grade(hand_in, GradeOptions.for_tree(root, build_dir(), tmp_path / "out", mode="check",
+                                                      parts=("naive",)), sandbox=Sandbox())
     build = result.parts[0].stages["build"]
     assert build.status == "failed" and "hand-in/naive.cu(14): error" in build.details, build.details
     assert "sources" not in build.details and str(tmp_path / "out") not in build.details
 
 
 def test_check_builds_a_part_again_only_when_its_file_changed(root, tmp_path, monkeypatch):
-    from tilelab.grading.options import GradeOptions
     from tilelab.grading.pipeline import grade as run_grade
     from tilelab.system.sandbox import Sandbox
 
@@ -106,9 +104,9 @@ def test_check_builds_a_part_again_only_when_its_file_changed(root, tmp_path, mo
     build = _private_build(tmp_path)
 
     def check():
-        opt = GradeOptions(root=root, build_dir=build, out_dir=tmp_path / "out", mode="check", parts=("naive",),
-                           sandbox=Sandbox(), sanitizers=False, timing=False)
-        return run_grade(hand_in, opt).parts[0].stages["build"]
+        opt = GradeOptions.for_tree(root, build, tmp_path / "out", mode="check", parts=("naive",), sanitizers=False,
+                                    timing=False)
+        return run_grade(hand_in, opt, sandbox=Sandbox()).parts[0].stages["build"]
 
     first = check()
     assert first.status == "passed" and "compiled and linked" in first.summary
@@ -132,7 +130,6 @@ def _private_build(tmp_path: Path) -> Path:
 
 
 def test_a_part_file_handed_in_twice_is_compiled_once(root, tmp_path):
-    from tilelab.grading.options import GradeOptions
     from tilelab.grading.pipeline import grade as run_grade
     from tilelab.system.sandbox import Sandbox
 
@@ -144,9 +141,9 @@ def test_a_part_file_handed_in_twice_is_compiled_once(root, tmp_path):
     (edited / "naive.cu").write_text((edited / "naive.cu").read_text() + "\n// carol's own line\n")
 
     def build_stage(hand_in: Path):
-        opt = GradeOptions(root=root, build_dir=build, out_dir=tmp_path / "out" / hand_in.name, parts=("naive",),
-                           sandbox=Sandbox(), sanitizers=False, timing=False)
-        return run_grade(hand_in, opt).parts[0].stages["build"]
+        opt = GradeOptions.for_tree(root, build, tmp_path / "out" / hand_in.name, parts=("naive",), sanitizers=False,
+                                    timing=False)
+        return run_grade(hand_in, opt, sandbox=Sandbox()).parts[0].stages["build"]
 
     built = build_stage(first)
     assert built.status == "passed" and built.seconds > 0

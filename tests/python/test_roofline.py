@@ -6,6 +6,7 @@ script that keeps the tool's command-line contract (`--device`, `--runs N`,
 JSON on stdout, exit status 5 without a device) and prints fixed figures."""
 
 import json
+import os
 import math
 import stat
 import sys
@@ -295,17 +296,25 @@ def test_a_tool_that_hangs_is_stopped(tmp_path):
 
 
 def test_a_probe_started_early_gives_what_device_info_gives(tmp_path):
-    """device_info_started (the commands start it before importing the
-    grader): the same device, or the same error, through a Future."""
+    """probe_early (the commands start it before importing the grader): the
+    next device_info of that tool, with this process's environment, takes
+    its device or its error; the one after probes again."""
     tool = printing_tool(tmp_path, H100_REPORT)
-    assert roofline.device_info_started(tool).result(timeout=30) == roofline.device_info(tool)
+    roofline.probe_early(tool)
+    early = roofline.device_info(tool)
+    assert early == roofline.device_info(tool) and early["uuid"] == H100_UUID
     assert calls(tmp_path) == ["--device", "--device"]
-    missing = roofline.device_info_started(tmp_path / "no-such-tilelab-roofline")
+    roofline.probe_early(tool)
+    roofline.device_info(tool, env=dict(os.environ))  # an environment of its own: not the early probe's
+    assert roofline.device_info(tool) == early  # the early probe's, waited for
+    assert calls(tmp_path) == ["--device"] * 4
+    roofline.probe_early(tmp_path / "no-such-tilelab-roofline")  # nothing to start
     with pytest.raises(RooflineError, match="not found"):
-        missing.result(timeout=30)
+        roofline.device_info(tmp_path / "no-such-tilelab-roofline")
     none = stand_in_tool(tmp_path, "print('tilelab-roofline: no CUDA device', file=sys.stderr)\nsys.exit(5)\n")
+    roofline.probe_early(none)
     with pytest.raises(roofline.NoDevice):
-        roofline.device_info_started(none).result(timeout=30)
+        roofline.device_info(none)
 
 
 def test_implausible_figures_from_the_tool_are_rejected(tmp_path):
@@ -356,17 +365,18 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
     # run (the device is known), speed is not scored, and a note says why.
     from types import SimpleNamespace
 
-    from tilelab.grading.stages.device import _ceilings, _probe_device
+    from tilelab.grading.stages.device import measured_ceilings, probe_device
     from tilelab.system.gpu_lock import GpuLock
+    from tilelab.system.sandbox import Sandbox
 
     tool = stand_in_tool(tmp_path, (
         f"if sys.argv[1:] == ['--device']: print(json.dumps({H100_REPORT['device']!r}))\n"
         "else: print('tilelab-roofline: the FMA kernel failed', file=sys.stderr); sys.exit(3)\n"))
-    notes = []
-    opt = SimpleNamespace(sandbox=SimpleNamespace(extra_env={}), gpu_lock=GpuLock(), refresh_roofline=False,
-                          device_probe=None)
-    gpu = _probe_device(tool, opt, notes)
-    ceilings = _ceilings(tool, gpu, opt, notes)
+    # The part of a grading's context these stages read.
+    grading = SimpleNamespace(tools=SimpleNamespace(probe=tool), sandbox=Sandbox(), gpu_lock=GpuLock(), notes=[])
+    gpu = probe_device(grading)
+    ceilings = measured_ceilings(grading, gpu)
+    notes = grading.notes
     assert gpu["uuid"] == H100_UUID and ceilings is None
     assert len(notes) == 1 and "ceilings could not be measured" in notes[0] and "FMA kernel failed" in notes[0]
 

@@ -77,8 +77,8 @@ def test_a_reference_that_cannot_run_leaves_speed_unscored_and_blames_the_grader
                                                                                    cache, tmp_path):
     tree = _tree_without_a_runnable_reference(build, tmp_path, "naive")
     # In pytest's private directory: graded as the current user (the sandbox is not what is tested here).
-    result = grade(ROOT / "solutions", GradeOptions(root=ROOT, build_dir=tree, out_dir=tmp_path / "out",
-                                                    sandbox=Sandbox(), parts=("naive",), sanitizers=False))
+    result = grade(ROOT / "solutions", GradeOptions.for_tree(ROOT, tree, tmp_path / "out", parts=("naive",),
+                                                             sanitizers=False), sandbox=Sandbox())
     (naive,) = result.parts
     assert naive.stages["correctness"].status == "passed" and naive.correctness_score == naive.correctness_max
     assert naive.stages["speed"].status == "error" and naive.stages["speed"].summary == NO_TARGETS

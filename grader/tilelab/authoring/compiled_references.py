@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..errors import TilelabError
 from ..spec.assignment import Assignment
 from ..system import process
 
@@ -41,7 +42,7 @@ def cmake_progress(say: Callable[[str], None], label: str) -> Callable[[str], No
     return line
 
 
-class ReferenceBuildError(RuntimeError):
+class ReferenceBuildError(TilelabError):
     """The references could not be compiled."""
 
 

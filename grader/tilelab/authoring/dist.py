@@ -24,6 +24,7 @@ from typing import Callable, Optional
 
 import yaml
 
+from ..errors import TilelabError
 from ..spec.assignment import load_assignment
 from ..spec.public import public_assignment_text
 from ..spec.reference_gpu import REFERENCE_GPU_PATH
@@ -47,7 +48,7 @@ _SKIP_SUFFIXES = (".pyc", ".egg-info")
 _FIXED_MTIME = 1_700_000_000
 
 
-class DistError(RuntimeError):
+class DistError(TilelabError):
     """A bundle could not be made, or would break one of its promises."""
 
 

@@ -153,14 +153,14 @@ _GRADING_GATES = ("solutions", "starter-untouched")
 def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
     from ..grading.model import NO_GPU
     from ..grading.options import GradeOptions
-    from ..grading.pipeline import grade
+    from ..operations.grading_run import NOTHING, run_grading
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
     for name, submission in zip(_GRADING_GATES, (root / "solutions", root / "starter")):
         progress(f"{name}: grading {submission.name}/")
-        result = grade(submission, GradeOptions(root=root, build_dir=build_dir, out_dir=work / name, mode="grade",
-                                                progress=lambda m, name=name: progress(f"{name}: {m}")))
+        result = run_grading(submission, GradeOptions.for_tree(root, build_dir, work / name), NOTHING,
+                             progress=lambda m, name=name: progress(f"{name}: {m}")).result
         if result.gpu is None:
             gates.append(Gate(name, "not_run", NO_GPU))
             continue
@@ -199,7 +199,7 @@ def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Call
     have the same launcher signature), graded on that part alone."""
     from ..grading.model import NO_GPU
     from ..grading.options import GradeOptions
-    from ..grading.pipeline import grade
+    from ..operations.grading_run import NOTHING, run_grading
 
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     gates = []
@@ -210,9 +210,8 @@ def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Call
         hand_in.mkdir(parents=True)
         source = (root / "solutions" / before.file).read_text()
         (hand_in / part.file).write_text(re.sub(rf"\b{before.launcher}\b", part.launcher, source))
-        result = grade(hand_in, GradeOptions(root=root, build_dir=build_dir, out_dir=work / f"{name}-results",
-                                             mode="grade", parts=(part.id,), sanitizers=False,
-                                             progress=lambda m, name=name: progress(f"{name}: {m}")))
+        options = GradeOptions.for_tree(root, build_dir, work / f"{name}-results", parts=(part.id,), sanitizers=False)
+        result = run_grading(hand_in, options, NOTHING, progress=lambda m, name=name: progress(f"{name}: {m}")).result
         if result.gpu is None:
             gates.append(Gate(name, "not_run", NO_GPU))
             continue

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from ..errors import TilelabError
 from ..grading.answer_key import AnswerKeyError, key_working, load_key
 from ..grading.answers_file import ANSWERS_FILE
 from ..grading.gpu_ceilings import Ceilings
@@ -62,7 +63,7 @@ SANITIZER_SETS = {"memcheck": "compute-sanitizer memcheck", "racecheck": "comput
 DISTRIBUTION_WORDS = {"uniform": "uniform inputs in [-1, 1)", "small_int": "small-integer inputs in [-8, 8]"}
 
 
-class HandoutError(RuntimeError):
+class HandoutError(TilelabError):
     """A file the handout is built from is missing or malformed."""
 
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import TilelabError
 from ..spec.assignment import Part
 from .starter import BEGIN_SOLUTION, STARTER_DIR, region_marker
 
@@ -33,7 +34,7 @@ DECLARATION_PT = 8.6
 SMALLEST_CODE_PT = 6.0
 
 
-class CodeError(ValueError):
+class CodeError(TilelabError):
     """A part file cannot be shown: missing, without work marked, or with a line too long to print."""
 
 

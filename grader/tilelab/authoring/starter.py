@@ -24,6 +24,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import TilelabError
 from ..grading.answers_file import ANSWERS_FILE
 from ..spec.assignment import Assignment
 
@@ -56,7 +57,7 @@ def solution_region_lines(text: str) -> list[str]:
     return lines
 
 
-class StarterError(ValueError):
+class StarterError(TilelabError):
     """A solution file's markers are malformed."""
 
 

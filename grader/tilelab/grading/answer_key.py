@@ -14,9 +14,10 @@ from yaml.nodes import ScalarNode
 
 from .answers import parse_number
 from .answers_file import MAX_BYTES, FileProblem, read_answers_file
+from ..errors import TilelabError
 
 
-class AnswerKeyError(ValueError):
+class AnswerKeyError(TilelabError):
     """solutions/answers.yaml is missing, unreadable or does not fit the questions."""
 
 

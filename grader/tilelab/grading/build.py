@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..errors import TilelabError
 from ..spec.assignment import Part
 from ..system import process
 from .static_checks import audit_object
@@ -54,7 +55,7 @@ def compiler_messages(log: str, max_lines: int = MAX_KEPT_LINES) -> str:
     return "\n".join(process.clip_lines(lines, max_lines))
 
 
-class RecipeError(RuntimeError):
+class RecipeError(TilelabError):
     """The prebuilt tree does not say how it builds a part (not the student's fault)."""
 
 

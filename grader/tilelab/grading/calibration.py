@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from ..errors import TilelabError
 from ..spec.assignment import Assignment, Part
 from ..spec.matmul import intensity, matmul_flop
 from ..spec.reference_gpu import REFERENCE_GPU_PATH, published_gflops
@@ -54,7 +55,7 @@ CALIBRATION_SEED = 0xCA11B  # the references always see the same inputs
 TIME_LIMIT_S = 300
 
 
-class CalibrationError(RuntimeError):
+class CalibrationError(TilelabError):
     """The references could not be timed, or what they gave cannot be trusted."""
 
 

@@ -1,7 +1,10 @@
-"""One grading's working state: the parts as they are graded, the phase clock, the work folder and the sandbox."""
+"""One grading's context: what the run discovers (its tools, sandbox, work
+folder, seed, trusted harness, clock, notes and GPU lock) and the working
+state of each part, handed to every stage."""
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 import shutil
 import tempfile
@@ -10,18 +13,107 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from ..spec.assignment import Assignment, Part
-from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR
-from ..system.sandbox import Sandbox, sandbox_for_this_process
+from ..spec.assignment import Assignment, Part, load_assignment
+from ..system.gpu_lock import GpuLock
+from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, tool_path, unbuilt_reason
+from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
+from ..system.setup_errors import SetupError
 from . import calibration
 from .model import STAGES, CaseResult, PartResult, Stage
 from .options import GradeOptions
+from .trusted_harness import SERVICES, TrustedHarness
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The built tree's programs a grading runs."""
+
+    verify: Path  # compares a run's outputs with the float64 reference
+    probe: Path  # tilelab-roofline: the GPU's properties and its measured ceilings
+    harness: Path  # the trusted harness: the clock that is scored
+
+    @classmethod
+    def of(cls, build_dir: Path) -> "Tools":
+        return cls(tool_path(build_dir, "tilelab-verify"), tool_path(build_dir, "tilelab-roofline"),
+                   tool_path(build_dir, "tilelab-harness"))
 
 
 @dataclass
-class _Part:
+class Grading:
+    """One grading under way: made by `open_grading`, passed to every stage, closed at the end."""
+
+    options: GradeOptions
+    assignment: Assignment
+    submission: Path
+    parts: list  # the assignment's Parts this grading grades
+    seed: int
+    tools: Tools
+    sandbox: Sandbox
+    work: Path  # where builds and runs happen (work_dir)
+    logs: Path  # staff/logs of the results
+    trusted: TrustedHarness
+    gpu_lock: GpuLock  # shared with gradings running beside this one
+    clock: "PhaseClock"
+    started: str  # when, in UTC, for the results
+    progress: Callable[[str], None] = lambda message: None
+    while_timing: Callable[[], None] = lambda: None  # work for the grader's CPU while the GPU times parts
+    notes: list = field(default_factory=list)  # for the student
+    staff_notes: list = field(default_factory=list)
+
+    @property
+    def sets(self) -> tuple:
+        return self.options.case_sets
+
+    @property
+    def limits(self) -> dict:
+        """assignment.yaml's time limits, by stage."""
+        return self.assignment.grading["time_limits"]
+
+    def timed(self, phase: str):
+        return self.clock.timed(phase)
+
+    def close(self) -> None:
+        self.trusted.close()
+        if self.sandbox.switches_user:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandbox] = None,
+                 gpu_lock: Optional[GpuLock] = None, progress: Optional[Callable[[str], None]] = None,
+                 while_timing: Optional[Callable[[], None]] = None) -> Grading:
+    """Everything a grading needs before its first stage: the assignment, the
+    seed, the tools, the sandbox (default: _sandbox_for), a work folder
+    student code may use, and the trusted harness, whose CUDA contexts start
+    in the background while the parts are checked and built."""
+    clock = PhaseClock(time.monotonic())
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    assignment = load_assignment(opt.root / ASSIGNMENT_FILE)
+    parts = [] if opt.answers_only else [p for p in assignment.parts if not opt.parts or p.id in opt.parts]
+    unbuilt = unbuilt_reason(opt.build_dir)
+    if unbuilt:
+        raise SetupError(f"{unbuilt}: build the project first (cmake --build {opt.build_dir})")
+    tools = Tools.of(opt.build_dir)
+    sandbox = sandbox if sandbox is not None else _sandbox_for(opt, assignment)
+    preflight(sandbox, secret_paths(opt),
+              [opt.root / "grader" / "harness" / "part_main.cu", opt.root / "include" / "tilelab" / "part.h",
+               opt.build_dir / "grader" / "harness" / "libtilelab_harness.a"])
+    work = work_dir(opt, sandbox)
+    logs = opt.out_dir / "staff" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    trusted = TrustedHarness(tools.harness, services=min(SERVICES, max(1, len(parts))),
+                             log=logs / "harness-service.log")
+    if parts:
+        threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
+    return Grading(options=opt, assignment=assignment, submission=submission, parts=parts, seed=opt.draw_seed(),
+                   tools=tools, sandbox=sandbox, work=work, logs=logs, trusted=trusted,
+                   gpu_lock=gpu_lock or GpuLock(), clock=clock, started=started,
+                   progress=progress or (lambda message: None), while_timing=while_timing or (lambda: None))
+
+
+@dataclass
+class PartState:
     """Working state of one part while it is graded."""
 
     part: Part
@@ -56,23 +148,23 @@ class _Part:
                 self.set(name, "not_run", summary)
 
 
-class _PhaseClock:
+class PhaseClock:
     """When each phase of a grading ran. Phases may run beside each other, and
     one phase may run in several threads at once (the correctness runs of all
     parts): a phase's time is from its first start to its last end."""
 
     def __init__(self, zero: float):
-        self._zero = zero
+        self.zero = zero
         self._lock = threading.Lock()
         self._spans: dict = {}
 
     @contextmanager
     def timed(self, phase: str):
-        start = time.monotonic() - self._zero
+        start = time.monotonic() - self.zero
         try:
             yield
         finally:
-            end = time.monotonic() - self._zero
+            end = time.monotonic() - self.zero
             with self._lock:
                 first, last = self._spans.get(phase, (start, end))
                 self._spans[phase] = (min(first, start), max(last, end))
@@ -84,7 +176,7 @@ class _PhaseClock:
         return {phase: [round(start, 3), round(end, 3)] for phase, (start, end) in self._spans.items()}
 
 
-def _secrets(opt: GradeOptions, assignment: Assignment) -> list:
+def secret_paths(opt: GradeOptions) -> list:
     """Files student code must not read: the key, the full assignment, the
     solutions, and the reference solutions compiled (the autograder bundle's
     objects, and the built references of any tree)."""
@@ -101,20 +193,20 @@ def _sandbox_for(opt: GradeOptions, assignment: Assignment) -> Sandbox:
     container), with no sandbox user. Everywhere else sandbox_for_this_process
     decides (another user when root)."""
     hidden = any(p.cases["hidden"] for p in assignment.parts)
-    secret = [p for p in _secrets(opt, assignment) if p.exists() and (p.name != ASSIGNMENT_FILE or hidden)]
+    secret = [p for p in secret_paths(opt) if p.exists() and (p.name != ASSIGNMENT_FILE or hidden)]
     if opt.mode == "check" and not secret:
         return Sandbox()
     return sandbox_for_this_process()
 
 
-def _private_name(name: str) -> str:
+def private_name(name: str) -> str:
     """A directory name below the work dir that code of other gradings,
     running as the same sandbox user, cannot guess (it can pass through the
     work dir, mode 0711, but not list it)."""
     return f"{name}-{secrets.token_hex(8)}"
 
 
-def _work_dir(opt: GradeOptions, sandbox: Sandbox) -> Path:
+def work_dir(opt: GradeOptions, sandbox: Sandbox) -> Path:
     """Where builds and runs happen. For a sandboxed user it is a fresh
     directory outside the results (which stay the grader's alone, mode 0700),
     that the sandbox user may only pass through (0711)."""
@@ -130,7 +222,7 @@ def _work_dir(opt: GradeOptions, sandbox: Sandbox) -> Path:
     return work
 
 
-def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
+def new_part_state(part: Part, submission: Path, sets: tuple) -> PartState:
     result = PartResult(
         id=part.id,
         title=part.title,
@@ -146,6 +238,6 @@ def _new_state(part: Part, submission: Path, sets: tuple) -> _Part:
     result.cases = [CaseResult(name=c.name, set=set_name, j=c.j, k=c.k, l=c.l, passed=False, ran=False,
                                status="not_run", reasons=["not run"])
                     for set_name in sets for c in part.cases[set_name]]
-    state = _Part(part, result, submission / part.file)
+    state = PartState(part, result, submission / part.file)
     state.hidden_names = {f"h{i + 1:02d}": c.name for i, c in enumerate(part.cases["hidden"])} if "hidden" in sets else {}
     return state

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from ..errors import TilelabError
+from ..system import warmup
 from . import gpu_cache
 
 TOOL_NAME = "tilelab-roofline"
@@ -40,7 +41,7 @@ MAX_PLAUSIBLE_DRAM_GBPS = 1_000_000.0
 _STDERR_TAIL_CHARS = 2000
 
 
-class RooflineError(RuntimeError):
+class RooflineError(TilelabError):
     """The ceilings could not be measured, or what came back cannot be trusted."""
 
 
@@ -236,9 +237,25 @@ def measure(tool: Path, timeout_s: float = 120, runs: int = 20, env: Optional[di
     return parse_report(_run_tool(Path(tool), ["--runs", str(runs)], timeout_s, env))
 
 
+def probe_early(tool: Path, timeout_s: float = 60) -> None:
+    """Starts the device probe now, with this process's environment: the next
+    device_info of `tool` without an env of its own takes its answer. CUDA's
+    start, which every GPU stage waits for, then goes on beside the grader's
+    imports."""
+    if Path(tool).is_file():
+        warmup.start_early(("device", Path(tool)), _device_info_now, Path(tool), timeout_s, None)
+
+
 def device_info(tool: Path, timeout_s: float = 120, env: Optional[dict] = None) -> dict:
     """The tool's device object (name, uuid, ...), measuring nothing."""
-    text = _run_tool(Path(tool), ["--device"], timeout_s, env)
+    early = warmup.take_early(("device", Path(tool))) if env is None else None
+    if early is not None:
+        return early.result()
+    return _device_info_now(Path(tool), timeout_s, env)
+
+
+def _device_info_now(tool: Path, timeout_s: float, env: Optional[dict]) -> dict:
+    text = _run_tool(tool, ["--device"], timeout_s, env)
     try:
         device = json.loads(text)
     except ValueError as e:
@@ -247,17 +264,6 @@ def device_info(tool: Path, timeout_s: float = 120, env: Optional[dict] = None) 
         raise RooflineError(f"{TOOL_NAME} --device printed JSON that is not an object")
     _device_uuid(device)
     return device
-
-
-def device_info_started(tool: Path, timeout_s: float = 120, env: Optional[dict] = None) -> Future:
-    """device_info in a thread of its own, started now; the Future holds the
-    device or the RooflineError. The commands start it before they import
-    the grader, so that CUDA's start (0.12-0.14 s on the H100), which every
-    GPU stage waits for, goes on beside the imports."""
-    probe = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilelab-device-probe")
-    found = probe.submit(device_info, tool, timeout_s, env)
-    probe.shutdown(wait=False)
-    return found
 
 
 CACHE_KIND = "roofline"

@@ -1,19 +1,17 @@
-"""What a person chose for one grading: frozen, and the same for every command."""
+"""What a person chose for one grading, frozen: every command states its
+choices here, and what the run discovers lives in context.Grading."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
-
-from ..system.gpu_lock import GpuLock
-from ..system.sandbox import Sandbox
-from .trusted_harness import TrustedHarness
+from typing import Optional
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
+MODES = ("grade", "check")
 
 
 def fresh_seed() -> int:
@@ -26,31 +24,41 @@ def build_jobs_each(gradings: int) -> int:
     return max(1, (os.cpu_count() or 2) // gradings)
 
 
-@dataclass
+@dataclass(frozen=True)
 class GradeOptions:
     root: Path
     build_dir: Path  # a configured and built tree of this project (harness libraries, tools)
     out_dir: Path
-    mode: str = "grade"  # "grade" or "check"
-    seed: Optional[int] = None
-    parts: tuple = ()  # only these parts (default: all)
+    mode: str = "grade"  # "grade": public and hidden cases, a fresh seed; "check": public cases, CHECK_SEED
+    seed: Optional[int] = None  # None: the mode's seed
+    parts: tuple = ()  # part ids to grade (default: all)
+    questions: bool = True  # grade answers.yaml too (off where a command checks some parts only)
+    answers_only: bool = False  # grade answers.yaml and no part
     sanitizers: bool = True
     timing: bool = True
-    jobs: int = field(default_factory=lambda: build_jobs_each(1))
-    refresh_roofline: bool = False
-    progress: Callable[[str], None] = field(default=lambda message: None)
-    gpu_lock: GpuLock = field(default_factory=GpuLock)  # shared with gradings running beside this one
-    sandbox: Optional[Sandbox] = None  # default: sandbox_for_this_process() (another user when root)
+    jobs: int = field(default_factory=lambda: build_jobs_each(1))  # compiler jobs of this grading
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
-    answers_only: bool = False  # grade answers.yaml and no part (the self-test's answers hand-ins)
-    questions: bool = True  # grade answers.yaml too (off where a command checks some parts only)
-    trusted: Optional[TrustedHarness] = None  # set by grade(): the trusted harness of its runs
-    # Called as the speed stage starts: work for the grader's own CPU while the
-    # GPU times one part after another and the grader mostly waits (the
-    # commands get their reports ready then: outputs/report.py).
-    while_timing: Callable[[], None] = field(default=lambda: None)
-    # The GPU probe (gpu_ceilings.device_info_started), started by a command with
-    # this process's environment before it imported the grader. Used only
-    # where the sandbox adds nothing to the environment (a batch's sandboxes
-    # choose their GPU): None, or any other sandbox, and grade() probes.
-    device_probe: Optional[Future] = None
+
+    @classmethod
+    def for_tree(cls, root: Path, build_dir: Path, out_dir: Path, **choices) -> "GradeOptions":
+        """The one way options are made: the tree's paths resolved (sandboxed
+        runs start elsewhere), the choices checked."""
+        made = cls(root=Path(root).resolve(), build_dir=Path(build_dir).resolve(), out_dir=Path(out_dir), **choices)
+        if made.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {made.mode!r}")
+        return made
+
+    def replace(self, **changes) -> "GradeOptions":
+        """These options with some choices changed (a field's name, checked)."""
+        return dataclasses.replace(self, **changes)
+
+    def draw_seed(self) -> int:
+        """The seed of a grading's inputs: the chosen one, else the mode's
+        (a fresh one each call in grade mode)."""
+        if self.seed is not None:
+            return self.seed
+        return CHECK_SEED if self.mode == "check" else fresh_seed()
+
+    @property
+    def case_sets(self) -> tuple:
+        return ("public", "hidden") if self.mode == "grade" else ("public",)

@@ -1,11 +1,12 @@
-"""`tilelab grade`: one grading, with every output written, whatever happens.
+"""The one entry to a grading: every command that grades (check, grade,
+batch, selftest, gates, the benchmark) calls `run_grading`, and what each
+writes is its `Outputs`.
 
 Gradescope reads results.json and nothing else, and a missing or malformed
 file shows as "the autograder failed to execute correctly" with no score.
-So any failure of the grader itself still writes a valid results.json (a
-visible "Autograder error" test and a hidden traceback) before the command
-reports it. With `results_format="prairielearn"` results.json takes
-PrairieLearn's form instead (a grader failure: not gradable, no attempt lost).
+So where a grading writes results.json, any failure of the grader itself
+still writes a valid one (a visible "Autograder error" test and a hidden
+traceback; PrairieLearn's form: not gradable) before it is reported.
 """
 
 from __future__ import annotations
@@ -15,64 +16,73 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..grading.model import GradeResult
+from ..grading.options import GradeOptions
 from ..outputs import gradescope, prairielearn
 from ..outputs.gradescope import write_results
 from ..spec.assignment import load_assignment
+from ..system.gpu_lock import GpuLock
 from ..system.paths import ASSIGNMENT_FILE
+from ..system.sandbox import Sandbox
 
 EXIT_GRADED = 0
 EXIT_GRADER_ERROR = 2
 RESULTS_FORMATS = ("gradescope", "prairielearn")
+AUDIENCES = ("student", "staff")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a grading writes into its out_dir, chosen by the command."""
+
+    reports: tuple = AUDIENCES  # report.md/.html for each (staff ones under staff/)
+    results: Optional[str] = "gradescope"  # the form of results.json (RESULTS_FORMATS), or None for none
+    detailed: bool = True  # grade.json: everything, with when each phase ran
+    leaderboard_alias: Optional[str] = None  # the hand-in's alias on the class leaderboard (batch)
+
+    def __post_init__(self) -> None:
+        if self.results is not None and self.results not in RESULTS_FORMATS:
+            raise ValueError(f"results must be one of {RESULTS_FORMATS} or None, not {self.results!r}")
+        unknown = set(self.reports) - set(AUDIENCES)
+        if unknown:
+            raise ValueError(f"reports are for {AUDIENCES}, not {sorted(unknown)}")
+
+
+GRADE = Outputs()  # tilelab grade, a batch's hand-in
+CHECK = Outputs(reports=("student",), results=None)  # tilelab check: the student's report and grade.json
+NOTHING = Outputs(reports=(), results=None, detailed=False)  # the result alone (gates, the benchmark)
 
 
 @dataclass(frozen=True)
 class Outcome:
     code: int  # EXIT_GRADED or EXIT_GRADER_ERROR: the command's exit status
     error: Optional[str] = None  # what failed in the grader, if it did
+    result: Optional[GradeResult] = None  # None when the grader failed
 
 
-def run_grading(
-    submission: Path,
-    *,
-    root: Path,
-    build_dir: Optional[str],
-    out_dir: Path,
-    seed: Optional[int] = None,
-    parts: tuple = (),
-    sanitizers: bool = True,
-    echo: Callable[[str], None] = print,
-    answer_key: Optional[Path] = None,
-    results_format: str = "gradescope",
-    leaderboard_alias: Optional[str] = None,
-    **options,
-) -> "Outcome":
-    """`options` go to GradeOptions as they are (sandbox, gpu_lock, jobs... for batch grading).
-    `leaderboard_alias`: the hand-in's alias on the class leaderboard, for its reports (batch)."""
-    if results_format not in RESULTS_FORMATS:
-        raise ValueError(f"results_format must be one of {RESULTS_FORMATS}, not {results_format!r}")
-    error_results = prairielearn.error_results if results_format == "prairielearn" else gradescope.error_results
+def run_grading(submission: Path, options: GradeOptions, outputs: Outputs = GRADE, *,
+                progress: Optional[Callable[[str], None]] = None, echo: Optional[Callable[[str], None]] = None,
+                sandbox: Optional[Sandbox] = None, gpu_lock: Optional[GpuLock] = None) -> Outcome:
+    """Grades `submission` and writes `outputs` into options.out_dir.
+
+    Where outputs.results is set, a failure of the grader is written there
+    and returned (EXIT_GRADER_ERROR); otherwise it is raised. `progress` is
+    told each stage; `echo` (results only) gets the closing lines.
+    `sandbox` and `gpu_lock` are shared by gradings side by side (batch, selftest).
+    """
+    from ..system.warmup import prepare_in_background
+
+    out_dir = options.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
+    if outputs.results is None:
+        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock,
+                                  prepare_in_background if outputs.reports else None)
+        return Outcome(EXIT_GRADED, result=result)
+    error_results = prairielearn.error_results if outputs.results == "prairielearn" else gradescope.error_results
     results_path = out_dir / "results.json"
+    echo = echo or print
     try:
-        from ..grading.options import GradeOptions
-        from ..grading.pipeline import grade, write_detailed_json
-        from ..outputs.report import write_reports
-        from ..system.warmup import prepare_in_background
-
-        assignment = load_assignment(root / ASSIGNMENT_FILE)
-        build = Path(build_dir).resolve() if build_dir else root / "build"
-        opt = GradeOptions(root=root, build_dir=build, out_dir=out_dir, mode="grade", seed=seed, parts=parts,
-                           sanitizers=sanitizers, answer_key=answer_key, progress=lambda m: echo(f"... {m}"),
-                           while_timing=prepare_in_background, **options)
-        result = grade(submission, opt)
-        written = write_reports(result, out_dir, audience="student", leaderboard_alias=leaderboard_alias)
-        write_reports(result, out_dir / "staff", audience="staff", leaderboard_alias=leaderboard_alias,
-                      plot_drawn=written.get("plot"))
-        write_detailed_json(result, out_dir / "grade.json")
-        if results_format == "prairielearn":
-            write_results(prairielearn.results(result, assignment, written.get("plot")), results_path)
-        else:
-            write_results(gradescope.results_json(result, assignment), results_path)
+        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, prepare_in_background)
     except BaseException as exc:  # noqa: BLE001 - the results file must exist whatever went wrong
         write_results(error_results(traceback.format_exc()), results_path)
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -84,4 +94,27 @@ def run_grading(
         echo("no CUDA device: the GPU stages did not run and scored nothing")
     echo(f"score {result.score:.2f} / {result.max_score:.2f} in {result.seconds:.1f} s; "
          f"wrote {results_path}, {out_dir / 'report.md'}, {out_dir / 'report.html'}, {out_dir / 'grade.json'}")
-    return Outcome(EXIT_GRADED)
+    return Outcome(EXIT_GRADED, result=result)
+
+
+def _grade_and_write(submission: Path, options: GradeOptions, outputs: Outputs, progress, sandbox, gpu_lock,
+                     while_timing) -> GradeResult:
+    from ..grading.pipeline import grade, write_detailed_json
+    from ..outputs.report import write_reports
+
+    # Read first: a broken assignment.yaml is a grader failure, written as such where results are.
+    assignment = load_assignment(options.root / ASSIGNMENT_FILE) if outputs.results else None
+    result = grade(submission, options, sandbox=sandbox, gpu_lock=gpu_lock, progress=progress,
+                   while_timing=while_timing)
+    plot = None
+    for audience in outputs.reports:
+        written = write_reports(result, options.out_dir / ("staff" if audience == "staff" else ""),
+                                audience=audience, leaderboard_alias=outputs.leaderboard_alias, plot_drawn=plot)
+        plot = plot or written.get("plot")
+    if outputs.detailed:
+        write_detailed_json(result, options.out_dir / "grade.json")
+    if outputs.results == "prairielearn":
+        write_results(prairielearn.results(result, assignment, plot), options.out_dir / "results.json")
+    elif outputs.results == "gradescope":
+        write_results(gradescope.results_json(result, assignment), options.out_dir / "results.json")
+    return result

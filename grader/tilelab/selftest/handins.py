@@ -25,13 +25,13 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..grading.options import GradeOptions, build_jobs_each
-from ..grading.pipeline import grade
-from ..system.cpu_share import gradings_at_once
-from ..grading.model import STAGES, GradeResult, PartResult
-from ..outputs.report import write_reports
+from ..errors import TilelabError
 from ..grading.answers import QUESTION_STATUSES, AnswersResult
 from ..grading.answers_file import FILE_STATUSES
+from ..grading.model import STAGES, GradeResult, PartResult
+from ..grading.options import GradeOptions, build_jobs_each
+from ..operations.grading_run import Outputs, run_grading
+from ..system.cpu_share import gradings_at_once
 from ..system.gpu_lock import GpuLock
 from ..system.paths import answer_key_path
 from ..system.sandbox import sandbox_for_this_process
@@ -41,7 +41,7 @@ SPEEDS = ("full", "partial", "none")
 GPU_FREE_STAGES = ("static", "build")
 
 
-class SelftestError(ValueError):
+class SelftestError(TilelabError):
     """An expected.yaml is malformed."""
 
 
@@ -338,12 +338,13 @@ def run_selftest(
     lock = GpuLock()
     sandbox = sandbox_for_this_process()
 
+    base = GradeOptions.for_tree(root, build_dir, out_dir, seed=1, jobs=build_jobs_each(jobs))
+    reports = Outputs(reports=("student",), results=None, detailed=False)
+
     def one(hand_in: HandIn) -> GradeResult:
-        opt = GradeOptions(root=root, build_dir=build_dir, out_dir=out_dir / hand_in.name, mode="grade", seed=1,
-                           parts=tuple(e.part for e in hand_in.expectations), jobs=build_jobs_each(jobs),
-                           gpu_lock=lock, answers_only=not hand_in.expectations, sandbox=sandbox)
-        result = grade(hand_in.path, opt)
-        write_reports(result, opt.out_dir, audience="student")
+        options = base.replace(out_dir=out_dir / hand_in.name, parts=tuple(e.part for e in hand_in.expectations),
+                               answers_only=not hand_in.expectations)
+        result = run_grading(hand_in.path, options, reports, sandbox=sandbox, gpu_lock=lock).result
         echo(f"graded {hand_in.name} in {result.seconds:.1f} s")
         return result
 

@@ -13,9 +13,10 @@ import re
 from typing import Any, NoReturn, Optional
 
 from .schema import Key
+from ..errors import TilelabError
 
 
-class AssignmentError(ValueError):
+class AssignmentError(TilelabError):
     """assignment.yaml is missing, unreadable or breaks the schema."""
 
 

@@ -19,10 +19,12 @@ from typing import Optional
 
 import yaml
 
+from ..errors import TilelabError
+
 REFERENCE_GPU_PATH = "handouts/reference-gpu.yaml"  # under the project root
 
 
-class ReferenceGpuError(ValueError):
+class ReferenceGpuError(TilelabError):
     """reference-gpu.yaml is missing, unreadable or malformed."""
 
 

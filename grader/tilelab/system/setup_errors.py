@@ -8,8 +8,10 @@ them (`pip install 'tilelab[handout]'`).
 
 from __future__ import annotations
 
+from ..errors import TilelabError
 
-class SetupError(RuntimeError):
+
+class SetupError(TilelabError):
     """Something this machine or checkout lacks; str() names the fix."""
 
 

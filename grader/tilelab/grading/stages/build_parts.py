@@ -1,20 +1,30 @@
-"""The build stage: each part that passed its static checks, compiled for the probed GPU."""
+"""The first two stages: the static checks of each part file, then the
+build of each part that passed them, for the probed GPU."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Callable, Optional
 
-from ...spec.assignment import Assignment
 from ..build import RecipeError, SubmissionBuild
 from ..build_cache import CHECK_CACHE_DIR, CHECK_POLICY, GRADE_POLICY, PART_CACHE_DIR, BuildCache
-from ..context import _private_name
-from ..options import GradeOptions
+from ..context import Grading, private_name
+from ..static_checks import check_source
 
 
-def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path,
-           probed_capability: Callable[[], Optional[str]]) -> None:
+def check_sources(g: Grading, states: list) -> None:
+    """The static stage: each part file read and checked before anything is compiled."""
+    for s in states:
+        found = check_source(s.source, s.part)
+        s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=found.hints)
+        if found.ok:
+            s.kernels = found.kernels
+            s.result.not_written = [str(t) for t in found.todos]
+        else:
+            s.skip_from("build", "not run: the static checks failed")
+
+
+def build_parts(g: Grading, states: list, probed_capability: Callable[[], Optional[str]]) -> None:
     """Builds every part that passed its static checks, for the probed GPU
     alone when its compute capability is known (PartRecipe.for_device). A
     part file built before with the same bytes for the same GPU (by this
@@ -22,11 +32,12 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path,
     todo = [s for s in states if s.stage("static").status == "passed"]
     if not todo:
         return
+    opt = g.options
     capability = probed_capability()
     cache = (BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR, CHECK_POLICY) if opt.mode == "check"
              else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
     keys = {s.part.id: cache.key(s.part, s.source, capability) for s in todo}
-    cached_dir = work / _private_name("cached")
+    cached_dir = g.work / private_name("cached")
     for s in list(todo):
         s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
         if s.binary is not None:
@@ -39,12 +50,12 @@ def _build(states: list, opt: GradeOptions, assignment: Assignment, work: Path,
         cached_dir.chmod(0o711)
     if not todo:
         return
-    submission_dir = work / _private_name("submission")
+    submission_dir = g.work / private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
-    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=opt.sandbox)
+    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=g.sandbox)
     builder.copy_sources([s.source for s in todo])
-    limit = assignment.grading["time_limits"]["build"]
+    limit = g.limits["build"]
     try:
         builder.prepare([s.part for s in todo], capability)
     except RecipeError as e:

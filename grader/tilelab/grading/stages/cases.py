@@ -1,4 +1,6 @@
-"""The GPU's shared runs: every part's cases, launch checks and sanitizers at once."""
+"""The stages that share the GPU: every part's correctness cases, launch
+checks and sanitizer runs at once; a part whose runs may have been
+disturbed by runs beside it is run again alone."""
 
 from __future__ import annotations
 
@@ -7,46 +9,62 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
-from ...spec.assignment import Assignment, Part
+from ...spec.assignment import Part
 from ...system import process
-from ..context import _Part, _private_name
+from ..context import Grading, PartState, private_name
 from ..diagnose import case_hints
 from ..launch_checks import check_launches, launch_rows, shared_memory_untouched
 from ..model import CaseResult, ElementError, Stage
-from ..options import GradeOptions
-from ..runner import may_be_disturbed, run_harness, verify, write_cases
+from ..runner import exit_codes, may_be_disturbed, run_harness, verify, write_cases
 from ..sanitizer import NO_SHARED_MEMORY, NOT_RUN_AFTER_TIMEOUT, run_sanitizer
 
 
-def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
-                     codes: dict, opt: "GradeOptions", timed, workers: int) -> list:
+def run_cases(g: Grading, runnable: list) -> None:
+    """The correctness, launch, memcheck and racecheck stages of every part that built."""
+    g.progress("correctness" + (" and compute-sanitizer" if g.options.sanitizers else ""))
+    codes = exit_codes(g.tools.verify)
+    with g.gpu_lock.shared():
+        disturbed = _shared_gpu_runs(g, runnable, codes, g.options.jobs)
+    if disturbed:
+        # Crashed or could not start: perhaps starved by a run beside it (a
+        # fork bomb in another part, or in another hand-in of the batch, holds
+        # the sandbox user's process limit). Each such part is run again with
+        # the GPU to itself, nothing of anybody else beside it, and that run
+        # is its verdict.
+        g.progress("running again alone: " + ", ".join(s.part.id for s in disturbed))
+        with g.timed("runs again alone"), g.gpu_lock.exclusive():
+            for s in disturbed:
+                _shared_gpu_runs(g, [s], codes, 1)
+
+
+def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> list:
     """Every part's correctness runs (then its launch checks) and sanitizer
     runs, `workers` at a time: they may share the GPU, and none waits for
     another. A part whose correctness run times out hangs: its sanitizer
     runs are called off (cancel) and reported not run. Returns the parts
     whose runs may have been disturbed by runs beside them (runner.
-    may_be_disturbed): grade() runs those again, alone. `codes`: the
+    may_be_disturbed): run_cases runs those again, alone. `codes`: the
     harness's exit codes (runner.exit_codes).
 
     Racecheck finds shared-memory hazards only: when the correctness runs
     show that no launch of the part had shared memory, on the racecheck
     cases' sizes among others, its run is called off and the stage passes
-    for that reason (the naive part: racecheck took 1.2 s of a 0.6 s
-    correctness run on the H100)."""
+    for that reason (measured: racecheck costs about twice the naive part's
+    correctness run; docs/measurements.md)."""
     hangs = {s.part.id: threading.Event() for s in runnable}
     calls_off = {(s.part.id, tool): threading.Event() for s in runnable for tool in ("memcheck", "racecheck")}
     disturbed: set = set()
     no_shared_memory: set = set()
 
-    def correctness(s: _Part) -> None:
-        with timed("correctness"):
-            if _correctness(s, sets, seed, work, assignment, verify_tool, codes, opt):
+    def correctness(s: PartState) -> None:
+        with g.timed("correctness"):
+            if _correctness(g, s, codes):
                 disturbed.add(s.part.id)
         if any(c.status == "timeout" for c in s.result.cases):
             hangs[s.part.id].set()
             for tool in ("memcheck", "racecheck"):
                 calls_off[s.part.id, tool].set()
-        with timed("launch checks"):
+        with g.timed("launch checks"):
             _launch_checks(s)
         sizes = [(c.j, c.k, c.l) for c in s.part.cases["racecheck"]]
         if (s.stage("correctness").status == "passed" and s.stage("launch").status == "passed"
@@ -54,28 +72,28 @@ def _shared_gpu_runs(runnable: list, sets: tuple, seed: int, work: Path, assignm
             no_shared_memory.add(s.part.id)
             calls_off[s.part.id, "racecheck"].set()
 
-    def sanitize(s: _Part, tool: str, case_file: Path) -> None:
+    def sanitize(s: PartState, tool: str, case_file: Path) -> None:
         if tool == "racecheck" and s.part.id in no_shared_memory:
             s.result.stages[tool] = Stage(tool, "passed", NO_SHARED_MEMORY)  # known before its turn came
             return
-        with timed("sanitizers"):
-            stage, maybe = run_sanitizer(tool, s.binary, case_file, limit, opt.sandbox, calls_off[s.part.id, tool])
+        with g.timed("sanitizers"):
+            stage, maybe = run_sanitizer(tool, s.binary, case_file, limit, g.sandbox, calls_off[s.part.id, tool])
         if tool == "racecheck" and s.part.id in no_shared_memory and stage.status != "failed":
             stage = Stage(tool, "passed", NO_SHARED_MEMORY, "", stage.seconds)
         s.result.stages[tool] = stage
         if maybe:
             disturbed.add(s.part.id)
 
-    limit = assignment.grading["time_limits"]["sanitizer"]
+    limit = g.limits["sanitizer"]
     jobs = [(correctness, (s,)) for s in runnable]
-    if opt.sanitizers:
+    if g.options.sanitizers:
         # The longer runs first, so that none of them is left to start last
-        # when there are more runs than workers: beside the others on the
-        # H100, a racecheck run took 3.5-3.9 s and a memcheck run 1.5-1.9 s.
+        # when there are more runs than workers (measured: a racecheck run
+        # takes about twice a memcheck run; docs/measurements.md).
         for tool in ("racecheck", "memcheck"):
             for s in runnable:
                 entries = [(c.name, c) for c in s.part.cases[tool]]
-                case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{tool}"), seed,
+                case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{tool}"), g.seed,
                                         record_launches=False)
                 jobs.append((sanitize, (s, tool, case_file)))
     # Correctness first: its verdicts are shown as soon as they are known.
@@ -152,34 +170,31 @@ def _excerpt(text: str, head: int = 25, tail: int = 10) -> str:
     return "\n".join(process.clip_lines(text.strip().splitlines(), head, tail))
 
 
-def _staff_log(opt: GradeOptions, name: str, run) -> None:
-    logs = opt.out_dir / "staff" / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    (logs / f"{name}.log").write_text(f"exit {run.exit_code} signal {run.signal} timed out {run.timed_out} "
+def _staff_log(g: Grading, name: str, run) -> None:
+    (g.logs / f"{name}.log").write_text(f"exit {run.exit_code} signal {run.signal} timed out {run.timed_out} "
                                       f"stopped {run.stopped} ({run.output_bytes} bytes printed)\n"
                                       f"--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n")
 
 
-def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assignment, verify_tool: Path,
-                 exit_codes: dict, opt: GradeOptions) -> bool:
+def _correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     """Public and hidden cases run in separate processes: what a part prints
     while it runs hidden cases (it is called with their sizes) goes to staff
     logs only. Hidden cases also get opaque names in their case file.
     Returns whether a run may have been disturbed by runs beside it."""
-    limit = assignment.grading["time_limits"]["correctness"]
+    limit = g.limits["correctness"]
     reverse = s.case_file_names
     cases, results, student_output, failure, seconds, printed = [], [], "", None, 0.0, 0
     disturbed = False
-    for set_name in sets:
+    for set_name in g.sets:
         entries = [(reverse.get(c.name, c.name), c) for c in s.part.cases[set_name]]
         if not entries:
             continue
-        case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-{set_name}"),
-                                seed + (7 if set_name == "hidden" else 0))
-        run = run_harness(s.binary, case_file, limit, opt.sandbox, trusted=opt.trusted)
+        case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{set_name}"),
+                                g.seed + (7 if set_name == "hidden" else 0))
+        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted)
         disturbed = disturbed or may_be_disturbed(run)
-        _staff_log(opt, f"{s.part.id}-{set_name}", run)
-        verdict = verify(verify_tool, case_file)
+        _staff_log(g, f"{s.part.id}-{set_name}", run)
+        verdict = verify(g.tools.verify, case_file)
         set_cases = _case_results(verdict, (set_name,), s.part, s.hidden_names)
         _mark_stopped_case(set_cases, run, limit, exit_codes)
         cases += set_cases
@@ -205,7 +220,7 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
         summary = f"the harness was stopped ({failure}); {summary}"
     if printed > 10 * 1024 * 1024:
         summary += f"; the part printed {printed / 1e6:.0f} MB (only the start and end are kept)"
-    opt.progress(f"{s.part.id}: {summary}")
+    g.progress(f"{s.part.id}: {summary}")
     s.set("correctness", "passed" if s.cases_all_passed else "failed", summary,
           student_output if not s.cases_all_passed else "", seconds,
           case_hints(s.result.cases, tiled=s.part.shared_memory != "any"))
@@ -213,7 +228,7 @@ def _correctness(s: _Part, sets: tuple, seed: int, work: Path, assignment: Assig
     return disturbed
 
 
-def _launch_checks(s: _Part) -> None:
+def _launch_checks(s: PartState) -> None:
     try:
         # The limits each case lowered, by its name in the case file.
         opaque = s.case_file_names

@@ -1,113 +1,134 @@
-"""The GPU side of a grading, beside the build: the probe, the ceilings and the speed targets."""
+"""The GPU side of a grading, found beside the static checks and the build:
+the device (every GPU stage waits for it), then the measured ceilings and
+the speed targets (only the speed stage waits for those)."""
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Optional
 
-from ...spec.assignment import Assignment
 from ...spec.reference_gpu import ReferenceGpuError, load_reference_gpu
 from .. import calibration, gpu_ceilings
+from ..context import Grading
 from ..model import NO_DEVICE_NOTE, NO_TARGETS_NOTE
-from ..options import GradeOptions
 
 PROBE_WAIT_FOR_BUILD_S = 5.0  # the build waits this long for the GPU probe, then builds for every GPU
 
 
-def _compute_capability(device_known: Future) -> Optional[str]:
-    """The probed GPU's compute capability, for the build; None (build for
-    every GPU the tree builds for) without a GPU, or if the probe is slow."""
-    try:
-        gpu = device_known.result(timeout=PROBE_WAIT_FOR_BUILD_S)
-    except Exception:  # noqa: BLE001 - a probe that failed or is slow: grade() hears of it where it waits
-        return None
-    return gpu.get("compute_capability") if isinstance(gpu, dict) else None
+class GpuSide:
+    """Started at once in a thread of its own; each answer is waited for where it is needed."""
+
+    def __init__(self, g: Grading) -> None:
+        self._g = g
+        self._device: Future = Future()
+        self._targets: Future = Future()
+        threading.Thread(target=self._find, name="tilelab-gpu-side", daemon=True).start()
+
+    def capability(self) -> Optional[str]:
+        """The probed GPU's compute capability, for the build; None (build for
+        every GPU the tree builds for) without a GPU, or if the probe is slow."""
+        try:
+            gpu = self._device.result(timeout=PROBE_WAIT_FOR_BUILD_S)
+        except Exception:  # noqa: BLE001 - a probe that failed or is slow: device() raises it where it is waited for
+            return None
+        return gpu.get("compute_capability") if isinstance(gpu, dict) else None
+
+    def device(self) -> Optional[dict]:
+        """The device's facts, None without a usable GPU (a note says why)."""
+        return self._device.result()
+
+    def targets(self) -> tuple:
+        """(ceilings, speed basis), each None where it could not be had (the notes say why)."""
+        return self._targets.result()
+
+    def _find(self) -> None:
+        try:
+            self._device.set_result(self._probe())
+        except BaseException as e:  # noqa: BLE001 - raised again in the thread that waits for it
+            self._device.set_exception(e)
+            self._targets.set_exception(e)
+            return
+        try:
+            self._targets.set_result(self._ceilings_and_basis())
+        except BaseException as e:  # noqa: BLE001 - as above
+            self._targets.set_exception(e)
+
+    def _probe(self) -> Optional[dict]:
+        with self._g.timed("gpu probe"):
+            return probe_device(self._g)
+
+    def _ceilings_and_basis(self) -> tuple:
+        g, gpu = self._g, self._device.result()
+        if gpu is None:
+            return None, None
+        with g.timed("ceilings"):
+            ceilings = measured_ceilings(g, gpu)
+        basis = None
+        if ceilings is not None and g.options.timing:
+            with g.timed("calibration"):
+                basis = speed_basis(g, gpu, ceilings)
+        return ceilings, basis
 
 
-def _gpu_and_targets(opt: "GradeOptions", assignment: Assignment, roofline_tool: Path, verify_tool: Path, notes: list,
-                     staff_notes: list, timed, device_known: Future) -> tuple:
-    """(ceilings, speed basis), each None where it could not be had (the
-    notes say why): what the speed stage waits for. The device (None without
-    a usable GPU), which every GPU stage waits for, goes to `device_known`
-    as soon as it is known, before the ceilings and the calibration."""
-    try:
-        with timed("gpu probe"):
-            gpu = _probe_device(roofline_tool, opt, notes)
-    except BaseException as e:
-        device_known.set_exception(e)
-        raise
-    device_known.set_result(gpu)
-    if gpu is None:
-        return None, None
-    with timed("ceilings"):
-        ceilings = _ceilings(roofline_tool, gpu, opt, notes)
-    basis = None
-    if ceilings is not None and opt.timing:
-        with timed("calibration"):
-            basis = _speed_basis(opt, assignment, gpu, ceilings, verify_tool, notes, staff_notes)
-    return ceilings, basis
+def _probe_env(g: Grading) -> Optional[dict]:
+    """The environment of the GPU the sandboxed runs will use (Sandbox.extra_env);
+    None where that is this process's own, and a probe started early may answer."""
+    return {**os.environ, **g.sandbox.extra_env} if g.sandbox.extra_env else None
 
 
-def _probe_device(tool: Path, opt: GradeOptions, notes: list) -> Optional[dict]:
+def probe_device(g: Grading) -> Optional[dict]:
     """The device facts, or None (with a note) without a usable GPU."""
     try:
-        if opt.device_probe is not None and not opt.sandbox.extra_env:
-            return opt.device_probe.result()
-        return gpu_ceilings.device_info(tool, 60, _probe_env(opt))
+        return gpu_ceilings.device_info(g.tools.probe, 60, _probe_env(g))
     except gpu_ceilings.NoDevice:
-        notes.append(NO_DEVICE_NOTE)
+        g.notes.append(NO_DEVICE_NOTE)
     except gpu_ceilings.RooflineError as e:
-        notes.append(f"The GPU probe failed ({e}): the GPU stages did not run.")
+        g.notes.append(f"The GPU probe failed ({e}): the GPU stages did not run.")
     return None
 
 
-def _ceilings(tool: Path, gpu: dict, opt: GradeOptions, notes: list):
+def measured_ceilings(g: Grading, gpu: dict):
     """The GPU's measured ceilings, or None (with a note) when they could not be had."""
     try:
-        # Measured (once per GPU, then cached) with the GPU to itself.
-        ceilings = None if opt.refresh_roofline else gpu_ceilings.cached_ceilings(gpu)
+        # Measured once per GPU, with the GPU to itself, then cached.
+        ceilings = gpu_ceilings.cached_ceilings(gpu)
         if ceilings is None:
-            with opt.gpu_lock.exclusive():
-                ceilings = gpu_ceilings.get_ceilings(tool, refresh=opt.refresh_roofline, env=_probe_env(opt), device=gpu)
+            with g.gpu_lock.exclusive():
+                ceilings = gpu_ceilings.get_ceilings(g.tools.probe, env=_probe_env(g), device=gpu)
     except gpu_ceilings.RooflineError as e:
-        notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
+        g.notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
         return None
     return ceilings
 
 
-def _probe_env(opt: GradeOptions) -> dict:
-    """The probe asks about the GPU the sandboxed runs will use (Sandbox.extra_env)."""
-    return {**os.environ, **opt.sandbox.extra_env}
-
-
-def _speed_basis(opt: GradeOptions, assignment: Assignment, gpu: dict, ceilings, verify_tool: Path, notes: list,
-                 staff_notes: list) -> Optional[calibration.Calibration]:
+def speed_basis(g: Grading, gpu: dict, ceilings) -> Optional[calibration.Calibration]:
     """What the speed targets are fractions of: the reference solutions timed
     on this GPU (cached per GPU), or, in `check` on a machine without them (a
     student's), an estimate from the grading GPU's published figures. None,
     with a note, when there is neither: speed is then not scored."""
+    opt, assignment = g.options, g.assignment
     if calibration.has_references(opt.build_dir, assignment):
         try:
             # The references are timed with the GPU to themselves, as a part is.
             basis = calibration.cached_calibration(opt.build_dir, assignment, gpu)
             if basis is None:
-                with opt.gpu_lock.exclusive():
-                    basis, _ = calibration.get_calibration(opt.build_dir, assignment, gpu, verify_tool, opt.sandbox)
+                with g.gpu_lock.exclusive():
+                    basis, _ = calibration.get_calibration(opt.build_dir, assignment, gpu, g.tools.verify, g.sandbox)
         except calibration.CalibrationError as e:
-            notes.append(NO_TARGETS_NOTE)
-            staff_notes.append(f"Calibration failed: {e}")
+            g.notes.append(NO_TARGETS_NOTE)
+            g.staff_notes.append(f"Calibration failed: {e}")
             return None
         return basis
     if opt.mode == "check":
         try:
             return calibration.estimate(assignment, ceilings, gpu, load_reference_gpu(opt.root))
         except ReferenceGpuError as e:
-            notes.append(f"Speed is not scored here: there are no reference solutions to time and no figures "
-                         f"from the grading GPU to estimate from ({e}).")
+            g.notes.append(f"Speed is not scored here: there are no reference solutions to time and no figures "
+                           f"from the grading GPU to estimate from ({e}).")
             return None
-    notes.append(NO_TARGETS_NOTE)
-    staff_notes.append(f"{opt.build_dir} holds no reference solutions ({calibration.REFERENCE_DIR}/<part>): build "
-                       "the checkout, or the autograder bundle with its references/")
+    g.notes.append(NO_TARGETS_NOTE)
+    g.staff_notes.append(f"{opt.build_dir} holds no reference solutions ({calibration.REFERENCE_DIR}/<part>): build "
+                         "the checkout, or the autograder bundle with its references/")
     return None

@@ -1,18 +1,20 @@
-"""What ends a grading: the student's own file named in messages, the points, the questions."""
+"""What ends a grading: each part's messages naming the student's own
+file, its points, and the questions."""
 
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
+from typing import Optional
 
 from ...grading.answer_key import AnswerKeyError, load_key
 from ...grading.answers import NO_KEY, AnswersResult, grade_answers
 from ...grading.answers_file import ANSWERS_FILE
 from ...spec.assignment import Assignment
 from ...system.paths import answer_key_path
-from ..context import _Part
-from ..options import GradeOptions
+from ..context import Grading, PartState
+from ..model import NO_GPU, STAGES
 from ..scoring import case_points
 
 
@@ -24,7 +26,28 @@ def _copy_pattern(file: str) -> "re.Pattern":
     return re.compile(r"/[^\s'\"()<>]*/submission-[0-9a-f]{16}/sources/" + re.escape(file) + r"\b")
 
 
-def _name_the_students_file(s: _Part, mode: str) -> None:
+def finish_parts(g: Grading, states: list, gpu: Optional[dict]) -> None:
+    """Every stage still unset was skipped on purpose; then each part is scored."""
+    for s in states:
+        _name_the_students_file(s, g.options.mode)
+        s.skip_from(STAGES[0], "not run: switched off for this run" if gpu else NO_GPU)
+        for c in s.result.cases:
+            if not c.ran and c.reasons == ["not run"]:
+                c.reasons = [s.stage("correctness").summary]
+        _score(s)
+
+
+def grade_questions(g: Grading) -> Optional[AnswersResult]:
+    """The questions stage, where the assignment has questions and the options ask for them."""
+    opt = g.options
+    if not g.assignment.questions or not (opt.questions or opt.answers_only):
+        return None
+    g.progress("questions")
+    with g.timed("questions"):
+        return questions_result(g.submission, g.assignment, opt.root, opt.answer_key)
+
+
+def _name_the_students_file(s: PartState, mode: str) -> None:
     """The compiler, compute-sanitizer and the harness name the copy of the
     part file the grader built; say the student's own instead: the path
     they typed from (`tilelab check`: starter/boundary.cu:39), or the file
@@ -41,7 +64,7 @@ def _name_the_students_file(s: _Part, mode: str) -> None:
         stage.details = pattern.sub(lambda _: own, stage.details)
 
 
-def _score(s: _Part) -> None:
+def _score(s: PartState) -> None:
     r = s.result
     per_case = case_points(r.correctness_max, len(r.cases))
     withheld = [name for name in ("launch", "memcheck", "racecheck", "speed") if s.stage(name).status == "failed"]
@@ -58,10 +81,11 @@ def _score(s: _Part) -> None:
     r.speed_score = round(r.speed_max * r.speed.fraction, 4) if eligible else 0.0
 
 
-def _answers(submission: Path, assignment: Assignment, opt: GradeOptions) -> AnswersResult:
+def questions_result(submission: Path, assignment: Assignment, root: Path,
+                     answer_key: Optional[Path] = None) -> AnswersResult:
     """answers.yaml graded against the key; without a key (a student's copy)
     read and checked for form, scoring nothing."""
-    key_path = answer_key_path(opt.root, opt.answer_key)
+    key_path = answer_key_path(root, answer_key)
     answers_path = submission / ANSWERS_FILE
     if not key_path.is_file():
         result = grade_answers(answers_path, assignment.questions, None, not_graded_reason=NO_KEY)

@@ -4,24 +4,40 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
+from typing import Optional
 
-from ...spec.assignment import Assignment
 from ...spec.matmul import matmul_flop
-from ...system.sandbox import Sandbox
 from .. import calibration
-from ..context import _Part, _private_name
+from ..context import Grading, PartState, private_name
 from ..diagnose import STATUS_HINTS
 from ..launch_checks import HOST_WORK_HINT, check_timed_calls, timed_printing
-from ..model import ESTIMATED_RULE, NO_TARGETS, WORK_ELSEWHERE, Speed
+from ..model import ESTIMATED_RULE, NO_CEILINGS, NO_TARGETS, WORK_ELSEWHERE, Speed
 from ..runner import run_harness, verify, write_cases
 from ..scoring import CUBLAS, IMPOSSIBLE_FRACTION, gflops, scored_time
-from ..trusted_harness import TrustedHarness
 
 
-def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool: Path, ceilings,
-           basis: calibration.Calibration, sandbox: Sandbox, trusted: TrustedHarness) -> None:
-    """Times the part with tilelab-harness (`trusted`): its clock is the one scored."""
+def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration.Calibration]) -> None:
+    """The speed stage of every part that built, one part after another with
+    the GPU to itself, against the GPU's ceilings and speed basis."""
+    if not g.options.timing:
+        return
+    if ceilings is None:
+        for s in runnable:
+            s.skip_from("speed", NO_CEILINGS)
+    elif basis is None:
+        for s in runnable:
+            s.set("speed", "error", NO_TARGETS)
+    else:
+        g.progress("speed")
+        g.while_timing()
+        with g.timed("speed"), g.gpu_lock.exclusive():
+            for s in runnable:
+                _time_part(g, s, ceilings, basis)
+
+
+def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibration) -> None:
+    """Times the part with the trusted harness: its clock is the one scored."""
+    assignment = g.assignment
     if not s.cases_all_passed:
         s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
         return
@@ -29,10 +45,10 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         s.set("speed", "not_run", WORK_ELSEWHERE)
         return
     entries = [(c.name, c) for c in s.part.cases["timing"]]
-    case_file = write_cases(s.part, entries, work / _private_name(f"{s.part.id}-timing"), seed,
+    case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
                             timing=assignment.timing)
-    limit = assignment.grading["time_limits"]["speed"]
-    run = run_harness(s.binary, case_file, limit, sandbox, trusted=trusted, timed=True)
+    limit = g.limits["speed"]
+    run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, timed=True)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])
@@ -47,7 +63,7 @@ def _speed(s: _Part, seed: int, work: Path, assignment: Assignment, verify_tool:
         s.work_elsewhere = True
         s.set("speed", "not_run", WORK_ELSEWHERE, "", run.seconds)
         return
-    verdict = verify(verify_tool, case_file)
+    verdict = verify(g.tools.verify, case_file)
     failed = [c for c in verdict["cases"] if not c["passed"]]
     if failed:
         reasons = "; ".join(failed[0]["reasons"])

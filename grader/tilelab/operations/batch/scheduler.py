@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ...grading.options import build_jobs_each, fresh_seed
+from ...grading.options import GradeOptions, build_jobs_each, fresh_seed
 from ...outputs.leaderboard import alias
 from ...system.atomic import write_atomically
 from ...system.cpu_share import gradings_at_once
@@ -134,12 +134,22 @@ def in_flight_for(gpus: list, sandbox: Sandbox, asked: Optional[int]) -> tuple:
                    "bomb) can make the hand-ins beside it fail to build or run")
 
 
-def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: dict,
+@dataclass(frozen=True)
+class _ClassGrading:
+    """What every hand-in of the class shares."""
+
+    options: GradeOptions  # each hand-in's differ only in out_dir and seed
+    part_ids: list
+    assignment_name: str
+    leaderboard_key: Optional[bytes]  # the aliases' secret, where the board shows aliases
+
+
+def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: _ClassGrading,
                progress: Callable[[str], None]) -> Row:
-    """One grading through grading_run.run_grading (what `tilelab grade` does),
-    with the worker's sandbox and GPU lock: every output, and results.json in
-    its autograder-error form when the grader itself fails."""
-    from ..grading_run import EXIT_GRADED, run_grading
+    """One grading as `tilelab grade` does it, with the worker's sandbox and
+    GPU lock: every output, and results.json in its autograder-error form
+    when the grader itself fails."""
+    from ..grading_run import EXIT_GRADED, Outputs, run_grading
 
     clock = time.monotonic()
     # What an interrupted or failed earlier grading left must not mix with this one.
@@ -147,11 +157,11 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
         out.unlink()
     elif out.exists():
         shutil.rmtree(out)
-    key = ctx.get("leaderboard_key")
-    outcome = run_grading(student.path, root=ctx["root"], build_dir=str(ctx["build_dir"]), out_dir=out, seed=seed,
-                       answer_key=ctx["answer_key"], echo=progress, gpu_lock=worker.gpu_lock,
-                       sandbox=worker.sandbox, jobs=ctx["build_jobs"],
-                       leaderboard_alias=alias(student.name, ctx["assignment_name"], key) if key else None)
+    key = ctx.leaderboard_key
+    outputs = Outputs(leaderboard_alias=alias(student.name, ctx.assignment_name, key) if key else None)
+    outcome = run_grading(student.path, ctx.options.replace(out_dir=out, seed=seed), outputs,
+                          progress=lambda m: progress(f"... {m}"), echo=progress, sandbox=worker.sandbox,
+                          gpu_lock=worker.gpu_lock)
     if outcome.code != EXIT_GRADED:
         return Row(student.name, GRADER_ERROR, seed=seed, seconds=round(time.monotonic() - clock, 1),
                    detail=outcome.error or "the grader failed")
@@ -164,7 +174,7 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
               **_what_ran(_read_json(out / "grade.json"))}
     # Last: the marker's presence means every output above is whole.
     write_atomically(out / DONE_FILE, json.dumps(marker, indent=2) + "\n")
-    return collect_row(student.name, out, ctx["part_ids"])
+    return collect_row(student.name, out, ctx.part_ids)
 
 
 def run_batch(
@@ -217,11 +227,10 @@ def run_batch(
     workers = _workers(gpus, jobs, sandbox, in_flight)
     part_ids = [p.id for p in assignment.parts]
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = {"root": root, "build_dir": build_dir, "answer_key": Path(answer_key).resolve() if answer_key else None,
-           "part_ids": part_ids,
-           "build_jobs": build_jobs_each(len(workers)),
-           "assignment_name": assignment.name,
-           "leaderboard_key": _alias_key(assignment, out_dir)}
+    ctx = _ClassGrading(
+        options=GradeOptions.for_tree(root, build_dir, out_dir, jobs=build_jobs_each(len(workers)),
+                                      answer_key=Path(answer_key).resolve() if answer_key else None),
+        part_ids=part_ids, assignment_name=assignment.name, leaderboard_key=_alias_key(assignment, out_dir))
     gradebook = out_dir / GRADEBOOK_FILE
 
     students = find_students(class_dir)

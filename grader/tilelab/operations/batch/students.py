@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ...errors import TilelabError
 from ...outputs.leaderboard import LEADERBOARD_FILES
 from ...spec.assignment import Assignment, AssignmentError, load_assignment
 from ...system.paths import ASSIGNMENT_FILE
@@ -39,7 +40,7 @@ _RESERVED = {GRADEBOOK_FILE, SLURM_LOGS, *LEADERBOARD_FILES}
 WITHOUT_GPU = "graded before without a GPU"  # the one reason a matching marker is graded again
 
 
-class BatchError(ValueError):
+class BatchError(TilelabError):
     """The batch cannot start: bad arguments or a machine that cannot grade."""
 
 
