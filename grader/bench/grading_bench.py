@@ -1,29 +1,10 @@
 """`scripts/bench`: where the time of a grading goes. A benchmark, not a test.
 
-Four measurements, each on what a user runs:
-
-  1. The references graded alone (`tilelab grade solutions`), twice with
-     no part built before (the first on a fresh GPU also calibrates; the
-     second is the figure) and once more with every part already built:
-     wall time and when each phase ran (phases overlap: the GPU probe runs
-     beside the build, sanitizers beside correctness).
-  2. The build stage of (1) against a bare parallel `nvcc -c` of the same
-     part files with the same commands: what the grader adds to compiling.
-  3. The student's loop: `tilelab check naive` on a correct file, run as a
-     student runs it: just edited, unchanged since the last check, and
-     `--fast`.
-  4. A class graded with `tilelab batch` (`in_flight` hand-ins at a time on
-     each GPU): each phase's time summed over the set and per hand-in, how
-     long the GPU was busy (shared: correctness runs and sanitizers; held
-     alone: ceilings, calibration, timing), and hand-ins per hour.
-
-The class: the reference solutions, the untouched starter, and the
-self-test's hand-ins that hold part files (tests/submissions), except the
-security ones, which test the sandbox and are built to be slow. The part
-cache (BUILD/part-cache) is emptied before (1) and before (4), so every
-distinct file is compiled once. It writes BUILD/bench/bench.json and prints
-a short table last. Nothing here asserts a time: docs/measurements.md keeps
-the figures, with the machine and date.
+Every measurement is of what a user runs (run_bench): the references graded
+alone, from nothing built and with every part built; that build stage against
+a bare parallel `nvcc -c`; a CUDA process's start; the student's `tilelab
+check naive` loop; a class graded with `tilelab batch`. It writes bench.json
+and prints a short table; it asserts no time (the figures: docs/measurements.md).
 """
 
 from __future__ import annotations
@@ -112,7 +93,9 @@ def covered(spans: dict, phases: tuple) -> float:
 
 
 def default_hand_ins(root: Path) -> list:
-    """(name, folder) of the benchmark's set, in a fixed order."""
+    """(name, folder) of the benchmark's set, in a fixed order: the
+    references, the starter, and the self-test's hand-ins that hold part
+    files, except the security ones (they test the sandbox and are slow)."""
     chosen = [("reference-solutions", root / "solutions"), ("starter", root / "starter")]
     for d in sorted((root / "tests" / "submissions").iterdir()):
         if d.is_dir() and not d.name.startswith("security-") and any(d.glob("*.cu")):
@@ -231,6 +214,11 @@ def student_loop(root: Path, build_dir: Path, out_dir: Path) -> tuple:
 def run_bench(root: Path, build_dir: Path, out_dir: Path, hand_ins: Optional[list] = None,
               gpus: Optional[list] = None, log: Optional[Callable[[str], None]] = None,
               in_flight: Optional[int] = None) -> BenchResult:
+    """Every measurement, written to OUT/bench.json. The part cache is
+    emptied before the references' gradings from nothing built and before
+    the class, so every distinct file is compiled once there. The GPU's busy
+    time counts the phases that share it and those that hold it alone
+    (SHARED_GPU_PHASES, EXCLUSIVE_GPU_PHASES)."""
     hand_ins = hand_ins if hand_ins is not None else default_hand_ins(root)
     if not hand_ins:
         raise BenchError("no hand-ins to grade")

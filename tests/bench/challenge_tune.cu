@@ -1,7 +1,7 @@
 // challenge_tune.cu: the warp-tiled kernel of the challenge ladder with its
 // shape as template parameters, so that one build can time several tile
 // shapes side by side (how the reference's shape was chosen; the figures are
-// in docs/measurements.md). Each configuration is exported as a launcher with
+// in docs/measurements-archive.md). Each configuration is exported as a launcher with
 // the part's contract and registered in kTuneVariants (challenge_variants.h).
 //
 // Parameters:

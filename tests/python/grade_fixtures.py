@@ -1,5 +1,5 @@
 """GradeResult objects for tests, with figures from a real H100 grading run
-(the tiled reference's 9191 GFLOP/s: docs/measurements.md, 2026-11-21)."""
+(the tiled reference's 9191 GFLOP/s: docs/measurements-archive.md, 2026-11-21)."""
 
 from pathlib import Path
 
@@ -66,7 +66,7 @@ def graded_answers(hand_in: str = "answers-partial", key: bool = True):
     return grade_answers(ROOT / "tests" / "submissions" / hand_in / "answers.yaml", questions, answer_key)
 
 
-# The challenge part on the H100 (docs/measurements.md, "Challenge part: the
+# The challenge part on the H100 (docs/measurements-archive.md, "Challenge part: the
 # ladder toward cuBLAS", 2026-11-22, first pass): cuBLAS SGEMM and the
 # challenge reference at both timing sizes; the textbook references that set
 # the floor, tiled at 4096^3 and rectangular at 2048 x 4096 x 8192 (the
@@ -82,7 +82,7 @@ LADDER_H100 = {
 }
 
 
-# The H100's ceilings as tilelab-roofline measures them (docs/measurements.md,
+# The H100's ceilings as tilelab-roofline measures them (docs/measurements-archive.md,
 # "Ceilings measured by tilelab-roofline": 65,081 to 65,121 GFLOP/s, 3,035 to
 # 3,046 GB/s on three machines).
 H100_MEASURED = {**CEILINGS, "fp32_gflops": 65100.0, "dram_gbps": 3040.0, "ridge": 21.41}

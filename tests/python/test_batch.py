@@ -462,7 +462,7 @@ def test_hand_ins_in_flight_on_one_gpu_share_its_lock_and_only_its_gpu():
 
 def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
     """A grading's grade.json as a GPU worker writes it (figures of the H100
-    calibration in docs/measurements.md, 2026-11-22; the challenge part's
+    calibration in docs/measurements-archive.md, 2026-11-22; the challenge part's
     targets are 80 % of cuBLAS there); estimates are marked ~, and a part
     timed at two sizes names each."""
     class_dir, out = tmp_path / "class", tmp_path / "out"
@@ -518,7 +518,7 @@ def test_the_class_leaderboard_names_each_hand_in_by_the_alias_its_report_shows(
 
 def test_gradebook_only_ranks_the_class_from_grade_json(tmp_path):
     """Gradings as GPU workers (or Slurm tasks) leave them: grade.json from
-    GradeResult.to_dict(), with the H100 figures of docs/measurements.md."""
+    GradeResult.to_dict(), with the H100 figures of docs/measurements-archive.md."""
     from grade_fixtures import LADDER_H100, challenge_result
 
     from tilelab.outputs.gradescope import results_json

@@ -4,10 +4,10 @@ the cache and its fingerprint, estimates for a machine without references,
 and the rule in assignment.yaml.
 
 The ladders are measurements, each with its source:
-  H100  ours, docs/measurements.md ("Calibration of the speed targets",
+  H100  ours, docs/measurements-archive.md ("Calibration of the speed targets",
         tilelab selftest on an H100 80GB HBM3, 2026-11-21), 4096^3 (the
         rectangular and dynamic parts at 2048 x 4096 x 8192).
-  H200  ours, docs/measurements.md ("Speed targets from the reference
+  H200  ours, docs/measurements-archive.md ("Speed targets from the reference
         solutions", scripts/gpu-suite on an H200, 2026-11-22).
   A6000 siboehm/SGEMM_CUDA, README.md (RTX A6000, 4092 x 4092, GFLOP/s):
         "1: Naive" 309, "2: GMEM Coalescing" 1986.5, "3: SMEM Caching"
@@ -113,7 +113,7 @@ def test_naive_as_tiled_on_the_h100_gets_a_share_between_nothing_and_full(assign
 
 
 def _calibration(uuid="GPU-6b1f", fingerprint="f" * 64, tiled=(9188.0, 9191.0, 9246.0)) -> Calibration:
-    # Three runs of the tiled reference as two H100 suites measured them (docs/measurements.md).
+    # Three runs of the tiled reference as two H100 suites measured them (docs/measurements-archive.md).
     return Calibration(MEASURED_RULE, uuid, "NVIDIA H100 80GB HBM3", fingerprint, "2026-11-22T10:00:00Z", 6.1,
                        (ReferenceSpeed("tiled", 4096, 4096, 4096, tiled),))
 
@@ -258,7 +258,7 @@ def test_the_speed_rule_is_checked_with_clear_errors(edit, message):
 
 # --- the challenge part: scored against cuBLAS -------------------------------------------------
 
-# H100 80GB HBM3, 2026-11-22 (docs/measurements.md, "Challenge part"): cuBLAS SGEMM (FP32)
+# H100 80GB HBM3, 2026-11-22 (docs/measurements-archive.md, "Challenge part"): cuBLAS SGEMM (FP32)
 # and the ladder's rungs at 4096^3; the tiled reference from the calibration of the same day.
 H100_CHALLENGE = {"cublas": 51661.0, "tiled": 9256.0, "reference": 47670.0, "warp_tiling": 36843.0,
                   "register_tiling": 16222.0}
@@ -282,7 +282,7 @@ def test_the_challenge_earns_from_the_tiled_reference_up_to_a_share_of_cublas(as
 
 def test_the_floor_of_the_non_square_size_is_the_rectangular_reference(assignment):
     part = assignment.part("challenge")
-    # 2048 x 4096 x 8192: rectangular reference 9,076, cuBLAS 51,929 (docs/measurements.md).
+    # 2048 x 4096 x 8192: rectangular reference 9,076, cuBLAS 51,929 (docs/measurements-archive.md).
     figures = {"cublas": 51929.0, "rectangular": 9076.0}
     target = calibration.speed_target(_ceilings(H100_LADDER), part, assignment.speed,
                                       lambda name, j, k, l: figures.get(name), 2048, 4096, 8192)

@@ -180,7 +180,7 @@ def test_without_a_key_the_questions_say_they_were_not_graded(assignment):
 
 
 # The challenge part: extra credit, scored against cuBLAS (grade_fixtures: the H100
-# figures of docs/measurements.md, 2026-11-22).
+# figures of docs/measurements-archive.md, 2026-11-22).
 
 
 def test_extra_credit_earns_points_without_raising_the_total(assignment):

@@ -36,7 +36,7 @@ def test_intensity_of_the_timing_sizes():
 
 
 def test_speed_fraction_is_linear_between_zero_and_target():
-    # H100 figures (docs/measurements.md): tiled reference 9191 GFLOP/s; full credit at 0.8 of it, none at 0.5.
+    # H100 figures (docs/measurements-archive.md): tiled reference 9191 GFLOP/s; full credit at 0.8 of it, none at 0.5.
     target = SpeedTarget(intensity=682.67, bound=65094.0, reference=9191.0, full=0.8 * 9191, zero=0.5 * 9191)
     assert target.fraction(9191) == 1.0
     assert target.fraction(5352) == pytest.approx((5352 - 4595.5) / (7352.8 - 4595.5))  # naive as tiled
@@ -281,7 +281,7 @@ def test_host_cpu_time_outside_cuda_calls_is_held_to_the_floor_plus_a_share_of_t
 def test_printing_explains_host_time_and_keeps_the_points_but_arithmetic_does_not():
     """Printing is not computing: a launcher that prints 120 MB a call used
     180 ms of host CPU time per call on the H100, and naive-prints-every-call's
-    7.8 MB a call 39 to 58 ms in a check and a grading there (docs/measurements.md)."""
+    7.8 MB a call 39 to 58 ms in a check and a grading there (docs/measurements-archive.md)."""
     from tilelab.grading.launch_checks import (PRINT_NS_PER_BYTE, PRINT_US_PER_WRITE, PRINTING_HINT,
                                                check_timed_calls, host_cpu_excess, host_time, timed_printing)
     assert (PRINT_NS_PER_BYTE, PRINT_US_PER_WRITE) == (40.0, 5.0)

@@ -453,7 +453,7 @@ def test_the_challenge_section_says_how_it_is_scored_and_what_standing_it_has(ro
 
 
 def test_the_ladder_shows_each_rung_as_a_share_of_cublas(root, assignment):
-    # handouts/reference-gpu.yaml, from docs/measurements.md ("Challenge part", H100,
+    # handouts/reference-gpu.yaml, from docs/measurements-archive.md ("Challenge part", H100,
     # 4096^3): the tiled reference, rungs 1 to 6 and the challenge reference against
     # cuBLAS SGEMM's 51,661 GFLOP/s.
     gpu = reference_gpu(root)

@@ -3,7 +3,7 @@ entries against its specification (gradescope/autograder_samples
 docs/leaderboards.md: "name", "value", optional "order" asc|desc, desc by
 default), the aliases, who ranks and in what order, the CSV and the HTML page.
 
-The gradings are built here with the H100 figures of docs/measurements.md
+The gradings are built here with the H100 figures of docs/measurements-archive.md
 (2026-11-22): cuBLAS SGEMM 51,661 GFLOP/s at 4096^3 and 51,929 at 2048 x 4096
 x 8192, the challenge reference 47,670 and 47,833, the tiled reference 9,256
 (grade_fixtures.LADDER_H100 holds the handout's rungs)."""

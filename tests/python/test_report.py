@@ -512,7 +512,7 @@ def test_check_shows_each_size_of_the_challenge_against_cublas():
 
 
 # The challenge part, scored against cuBLAS (grade_fixtures: the H100 figures
-# of docs/measurements.md, 2026-11-22).
+# of docs/measurements-archive.md, 2026-11-22).
 
 
 def test_the_challenge_speed_shows_every_size_against_cublas_and_the_references():

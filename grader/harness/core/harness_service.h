@@ -3,9 +3,9 @@
 // Every correctness and timing run has its launcher in a process of its own
 // (launcher_process.h). Started once per run, the trusted harness would be a
 // second CUDA process per run, and CUDA contexts are made one at a time on a
-// GPU (docs/measurements.md). So the grader starts a few services per
-// grading, each keeping its CUDA context, and runs each case file through a
-// relay:
+// GPU (docs/measurements-archive.md, "Fast feedback: where a grading's time
+// goes"). So the grader starts a few services per grading, each keeping its
+// CUDA context, and runs each case file through a relay:
 //
 //   tilelab-harness --serve-jobs SOCKET
 //       the service: runs the jobs that reach SOCKET one at a time, until

@@ -6,7 +6,8 @@
 // by two counters in shared memory (a memfd both map), spun on by both
 // sides, so the trusted clock sees no pipe wake-up: with the child's context
 // brought onto the GPU before the clock starts, the split costs under 0.5 %
-// of a timed call at the timing sizes (docs/measurements.md).
+// of a timed call at the timing sizes (docs/measurements-archive.md,
+// "Grading nobody can game").
 //
 // Requests and their replies:
 //   {"op": "describe"}                  -> the part, and why it cannot run, if so

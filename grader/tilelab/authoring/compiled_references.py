@@ -1,18 +1,11 @@
 """The reference solutions compiled for the autograder bundle.
 
-The grader sets each part's speed targets by timing its reference solution
-on the GPU that grades (grading/calibration.py). The autograder bundle must
-not carry the solutions' sources, and no GPU is present where it is set up
-(Gradescope, `docker build`), so it carries each reference compiled instead:
-one object per part with machine code for the portable list of
-architectures and PTX for newer GPUs (cmake/CudaArchitectures.cmake,
-TILELAB_PORTABLE). The bundle's setup links them into build/reference/,
-and builds student parts for the same list, so a student's part and its
-reference are compiled alike.
-
-The objects are built by the project's own CMake, in a tree of their own,
-with the very flags a part gets: a second set of compiler flags would let
-the two drift apart.
+The grader times each part's reference on the GPU that grades to set its
+speed targets (grading/calibration.py); the bundle carries no solution source
+and is set up without a GPU, so it carries each reference compiled: machine
+code for the portable architectures and PTX for newer GPUs (TILELAB_PORTABLE,
+cmake/CudaArchitectures.cmake). They are built by the project's own CMake
+with a part's very flags, so a part and its reference are compiled alike.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The two bundles made from this one source tree.
 
-student     a tarball a student unpacks on a GPU machine and builds with its
-            README: the starter files and answers.yaml template, the
-            harness, the grader (for `tilelab check`), CMake, the public
-            cases and the handout. No solutions, no hidden cases, no key.
-autograder  the Gradescope autograder zip: setup.sh and run_autograder at its
-            root, the grader, every case, the answer key, and the reference
-            solutions compiled (references/<part>.o), which set the speed
-            targets on the grading GPU. No solution sources.
-
-Both are assembled from lists of what belongs in them (never "everything
-but"), so a new file in the project does not leak into a bundle by default.
+student     a tarball a student unpacks and builds on a GPU machine: starter,
+            harness, grader, public cases and handout; no solution, hidden
+            case or key.
+autograder  the Gradescope zip: its entry points, the grader, every case, the
+            key and the references compiled; no solution source.
+Each is made from a list of what belongs in it, so a new file leaks into neither.
 """
 
 from __future__ import annotations

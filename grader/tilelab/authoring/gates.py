@@ -1,24 +1,10 @@
 """Release gates: the checks that make the starter, the handout, the bundles
 and the autograder agree with each other before anything is handed out.
 
-  starter            starter/ is exactly what generation from solutions/ gives
-  student-bundle     the student tarball holds nothing it must not, unpacks
-                     into an empty directory and builds there
-  autograder-bundle  the autograder zip has its entry points and key, and no
-                     solution source
-  solutions          (GPU) the reference solutions and the key get full marks
-                     on every graded item, extra credit included
-  starter-untouched  (GPU) the untouched starter gets zero on every part it
-                     leaves as a TODO; a working starter (the challenge)
-                     passes correctness and earns at most a quarter of its
-                     speed points
-  <prev>-as-<next>   (GPU) each part's reference kernel, handed in as the
-                     next part of the same signature, stays below full speed
-                     credit: the targets tell the technique a part teaches
-                     from the one before it, on whatever GPU runs the gates
-
-Without a GPU the GPU gates are reported as not run, never as passed, and
-gates_outcome says what that makes of the command's exit status.
+starter, student-bundle and autograder-bundle need no GPU; solutions,
+starter-untouched and <prev>-as-<next> grade on one (each gate's function
+says what it checks). Without a GPU the GPU gates are reported as not run,
+never as passed, and gates_outcome says what that makes of the exit status.
 """
 
 from __future__ import annotations
@@ -55,6 +41,7 @@ class Gate:
 
 
 def _starter_gate(root: Path) -> Gate:
+    """starter/ is exactly what generation from solutions/ gives."""
     try:
         files = starter_files(load_assignment(root / ASSIGNMENT_FILE), root / "solutions", root / "starter")
     except StarterError as e:
@@ -66,6 +53,8 @@ def _starter_gate(root: Path) -> Gate:
 
 
 def _student_gate(root: Path, work: Path, progress: Callable) -> Gate:
+    """The student tarball holds nothing it must not, unpacks into an empty
+    directory and builds there."""
     from .handout import write_handouts
 
     handout_dir = work / "handout"
@@ -88,8 +77,9 @@ def _student_gate(root: Path, work: Path, progress: Callable) -> Gate:
             tar.extractall(unpacked)
     (tree,) = list(unpacked.iterdir())
     build = tree / "build"
-    # The build from scratch is most of the gates' time without a GPU (three
-    # minutes on two cores): its own progress, condensed, shows it moving.
+    # The build from scratch is most of the gates' time without a GPU
+    # (measured: docs/measurements-archive.md, "Gates, bundles and
+    # handouts"): its own progress, condensed, shows it moving.
     progress("student bundle: configuring (CMake)")
     configured = process.run(["cmake", "-S", tree, "-B", build, f"-DPython3_EXECUTABLE={sys.executable}"],
                              BUILD_TIME_LIMIT)
@@ -109,6 +99,7 @@ def _student_gate(root: Path, work: Path, progress: Callable) -> Gate:
 
 
 def _autograder_gate(root: Path, work: Path, progress: Callable) -> Gate:
+    """The autograder zip has its entry points and key, and no solution source."""
     try:
         z = autograder_bundle(root, work / "autograder.zip", progress=lambda m: progress(f"autograder bundle: {m}"))
     except DistError as e:
@@ -151,6 +142,11 @@ _GRADING_GATES = ("solutions", "starter-untouched")
 
 
 def _grading_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
+    """solutions: the references and the key get full marks on every graded
+    item, extra credit included. starter-untouched: the untouched starter
+    gets zero on every part it leaves as a TODO; a working starter (the
+    challenge) passes correctness and earns at most
+    WORKING_STARTER_SPEED_LIMIT of its speed points."""
     from ..grading.model import NO_GPU
     from ..grading.options import GradeOptions
     from ..operations.grading_run import NOTHING, run_grading
@@ -196,7 +192,9 @@ def _previous_part_pairs(assignment) -> list:
 
 def _previous_part_gates(root: Path, build_dir: Path, work: Path, progress: Callable) -> list:
     """The reference of each part handed in as the next part (where both
-    have the same launcher signature), graded on that part alone."""
+    have the same launcher signature), graded on that part alone: it must
+    stay below full speed credit, so the targets tell the technique a part
+    teaches from the one before it, on whatever GPU runs the gates."""
     from ..grading.model import NO_GPU
     from ..grading.options import GradeOptions
     from ..operations.grading_run import NOTHING, run_grading

@@ -1,31 +1,11 @@
 """The student handout and its TA edition: Markdown, HTML and PDF.
 
-Everything in the handout comes from somewhere else, so it cannot drift:
-  assignment.yaml            parts, launchers, case sizes, points, speed
-                             targets, questions and the code they refer to
-                             (read through `load_assignment` only);
-  starter/<part file>        the functions of each part that hold a TODO,
-                             verbatim (handout_code.py);
-  solutions/<part file>      the same functions with the reference code
-                             (TA edition only);
-  handouts/reference-gpu.yaml  what the grading GPU measured (ceilings, the
-                             reference solutions' and cuBLAS's GFLOP/s, the
-                             challenge part's ladder);
-  solutions/answers.yaml     the answer key and the working written above
-                             each answer (TA edition only).
-
-As in report.py, the Python side builds one view of already-worded text
-(`_handout_view`) and the templates in handouts/ only lay it out, one for
-Markdown and one for HTML, so the formats say the same thing. The figures
-(handout_figures.py) are PNG files beside the Markdown and data URIs in the
-HTML, which then stays one file that prints as it is.
-
-Two variants:
-  student  public case sizes, the number of hidden cases, no answer key;
-  ta       adds every hidden and sanitizer case, the answer key and its
-           working after each question, the file of each rung of the
-           challenge ladder, and the reference code in place of each TODO.
-           Never hand it to students.
+Everything in it is read from the project (assignment.yaml, starter/ and
+solutions/ through handout_code.py, handouts/reference-gpu.yaml, the key),
+so it cannot drift. One worded view (`_handout_view`) is laid out by the
+Markdown and HTML templates in handouts/, so the formats say the same thing.
+The TA edition adds the hidden cases, the key and the reference code: never
+hand it to students.
 """
 
 from __future__ import annotations
@@ -358,6 +338,11 @@ def _tolerance_view(assignment: Assignment) -> dict:
 
 
 def _handout_view(assignment: Assignment, root: Path, variant: str) -> dict:
+    """`variant`: "student" (public case sizes, the number of hidden cases, no
+    key) or "ta" (every hidden and sanitizer case, the key and its working
+    after each question, each ladder rung's file, the reference code in
+    place of each TODO). The figures are PNG files beside the Markdown and
+    data URIs in the HTML, which stays one file that prints as it is."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     root = Path(root)

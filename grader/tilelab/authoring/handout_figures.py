@@ -1,15 +1,11 @@
 """The handout's figures, drawn from the assignment's own numbers.
 
-  tile-phases    one tile of P, the strips of M and N it needs, and the tile
-                 of each that every phase loads into shared memory;
-  boundary-grid  the grid of blocks over P at a size that is not a multiple
-                 of the tile, its boundary blocks and the guarded threads;
-  dynamic-tiles  the tile that fits each shared-memory limit of the dynamic
-                 part's cases, and how Mds and Nds share the one buffer.
-
-Each figure is a frozen spec of numbers (read from assignment.yaml through
-`load_assignment` and from the starter's constants) and a drawing of it; the
-tests check the numbers, and the same spec always gives the same PNG bytes.
+tile-phases    one tile of P, the strips of M and N it needs, and its phases;
+boundary-grid  the blocks and guarded threads over P when the tile does not divide it;
+dynamic-tiles  the tile that fits each shared-memory limit of the dynamic part.
+Each is a frozen spec of numbers (assignment.yaml, the starter's constants)
+and a drawing of it: the tests check the numbers, and the same spec always
+gives the same PNG bytes.
 """
 
 from __future__ import annotations
@@ -303,7 +299,7 @@ def shape_rows(spec: DynamicTiles) -> list:
 
 
 def _new_figure(width_in: float, height_in: float):
-    # Figure and the Agg canvas directly, not pyplot, as in outputs/report.py.
+    # Figure and the Agg canvas directly, not pyplot, as in outputs/roofline_plot.py.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 

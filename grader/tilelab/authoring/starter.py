@@ -1,20 +1,10 @@
 """Generating the starter code from the solutions.
 
-A solution file marks each piece students write:
-
-    // BEGIN SOLUTION
-    // HINT: What to do, in a sentence or two. Any number of HINT lines.
-    ...the solution code...
-    // END SOLUTION
-    // STUB: TILELAB_TODO("launchNaive: choose the grid and launch the kernel");
-
-In the starter the region becomes a TODO(student) comment made of the hints,
-followed by the stub lines as code. The stub must fail loudly when reached
-(TILELAB_TODO on the host, TILELAB_DEVICE_TODO in a kernel), so an unfinished
-part never passes a case by accident; except in a part whose starter is
-`working` in assignment.yaml (the challenge), where the stub is a correct,
-slow kernel that students make fast. Everything outside regions is copied as
-it is, so the contract comments are the same in both files.
+A solution file marks each piece students write with `// BEGIN SOLUTION`,
+`// HINT: ...` lines, the solution code, `// END SOLUTION` and `// STUB: ...`
+lines. In the starter the region becomes a TODO(student) comment of the hints
+and the stub lines as code (strip_solution). Everything outside regions is
+copied as it is, so the contract comments are the same in both files.
 """
 
 from __future__ import annotations
@@ -62,7 +52,11 @@ class StarterError(TilelabError):
 
 
 def strip_solution(text: str, source: str) -> str:
-    """Returns the starter version of one solution file's text."""
+    """Returns the starter version of one solution file's text. A stub must
+    fail loudly when reached (TILELAB_TODO on the host, TILELAB_DEVICE_TODO
+    in a kernel), so an unfinished part never passes a case by accident;
+    except in a part whose starter is `working` (the challenge), where the
+    stub is a correct, slow kernel that students make fast."""
     lines = text.splitlines()
     out: list[str] = []
     regions = 0

@@ -1,15 +1,11 @@
 """Grading the exercise answers a student writes into answers.yaml.
 
 The questions come from assignment.yaml (`Assignment.questions`), the key
-from solutions/answers.yaml (answer_key.load_key), the file is read by
-answers_file.py. A file that cannot be read, or an answer full of typos,
-has a defined outcome and a message in the student's terms; none raises.
-
-Outcomes per question: correct, wrong, unanswered, invalid (an answer that
-cannot be read as what the question asks for), collected (a text answer, for
-a TA) and not_graded (well-formed, but there is no key in this copy). No
-message meant for a student ever holds the key; `QuestionResult.key` keeps it
-for staff views only.
+from solutions/answers.yaml (answer_key.load_key), the file through
+answers_file.py. An unreadable file or an answer full of typos has a defined
+outcome (QUESTION_STATUSES) and a message in the student's terms; none
+raises. No message meant for a student holds the key: `QuestionResult.key`
+keeps it for staff views only.
 """
 
 from __future__ import annotations
@@ -30,6 +26,9 @@ TEXT_DISPLAY_CHARS = 2000  # a text answer is cut to this for display
 SHORT_DISPLAY_CHARS = 200  # a number or choice answer, likewise
 MAX_NOTES = 10  # unknown ids and such listed by name; the rest are counted
 
+# correct, wrong, unanswered; invalid: cannot be read as what the question
+# asks for; collected: a text answer, for a TA; not_graded: well-formed, but
+# there is no key in this copy.
 QUESTION_STATUSES = ("correct", "wrong", "unanswered", "invalid", "collected", "not_graded")
 NO_KEY = "not graded here: the answer key is not in this copy (your answers are graded when you hand them in)"
 

@@ -1,18 +1,11 @@
 """Reading an answers file (a student's answers.yaml, or the key) safely.
 
-The student's file is untrusted: it may be missing, huge, binary, not YAML,
-not a mapping, or built to exhaust the parser. Each of those raises a
-FileProblem with a status (FILE_STATUSES) and a message in the student's
-terms; nothing else escapes.
-
-How the file is read:
-  - at most MAX_BYTES; a larger file is not parsed at all;
-  - YAML is composed into nodes and never constructed: no Python object is
-    made from it, every scalar keeps the text the student typed (so `no` stays
-    "no", `1e3` and `0516` read as the numbers they look like, `1:30` is not
-    sexagesimal 90), and duplicate keys are all seen;
-  - aliases (`*name`) are refused, which makes "billion laughs" files fail
-    fast instead of expanding.
+The student's file is untrusted: missing, huge, binary, not YAML, not a
+mapping, or built to exhaust the parser, it raises a FileProblem with a status
+(FILE_STATUSES) and a message in the student's terms; nothing else escapes.
+At most MAX_BYTES is read, and YAML is composed into nodes, never constructed
+(_compose): every scalar keeps the text the student typed, duplicate keys are
+all seen, and aliases are refused, so "billion laughs" files fail fast.
 """
 
 from __future__ import annotations
@@ -170,7 +163,9 @@ def _yaml_problem(e: yaml.YAMLError, name: str) -> FileProblem:
 
 
 def _compose(text: str, name: str):
-    """The document's root node, or None for a file without one."""
+    """The document's root node, or None for a file without one. No Python
+    object is made from it: `no` stays "no", `1e3` and `0516` read as the
+    numbers they look like, `1:30` is not sexagesimal 90."""
     loader = None
     try:
         loader = _Loader(text)  # checks every character first

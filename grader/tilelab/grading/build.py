@@ -1,16 +1,11 @@
 """Building a submission, each part on its own.
 
-The hand-in's part files are copied into a fresh directory (only the files
-the assignment names; links are refused earlier, by the static checks) and
-built like a compiler builds, not like a project: each part file is compiled
-with the exact command the prebuilt tree compiles that part's starter with,
-and linked with the command that links the starter's executable, its
-`part_main` object and the harness libraries reused as they are (PartRecipe).
-No CMake runs per hand-in, and all parts build at once. Each part is
-compiled alone, its object's symbols are audited, then it is linked: a
-compile error, a forbidden symbol and a link error (most often a launcher
-with the wrong signature) are three different messages, and each costs that
-part only.
+The hand-in's part files (only those the assignment names) are copied into a
+fresh directory and built like a compiler builds, not a project: with the
+exact commands the prebuilt tree compiles and links that part's starter with
+(PartRecipe), no CMake per hand-in, all parts at once. A compile error, a
+forbidden symbol (the object's audit) and a link error (most often a launcher
+with the wrong signature) are three messages, each costing that part only.
 """
 
 from __future__ import annotations
@@ -83,10 +78,10 @@ class PartRecipe:
         the machine code the driver would pick for a GPU of that compute
         capability ("9.0"): the newest of the same major version and no newer
         minor one (an 8.6 GPU runs sm_80 code). nvcc then makes one image
-        instead of four: about 40 % less time per part file (a correct
-        naive.cu, 2.2 against 1.35 s on the 2-core CPU machine). Unchanged
-        when the capability is unknown or no image fits it (the driver then
-        compiles the PTX)."""
+        instead of four, in much less time per part file (measured:
+        docs/measurements-archive.md, "Fast feedback, continued: fewer waits
+        on the critical path"). Unchanged when the capability is unknown or
+        no image fits it (the driver then compiles the PTX)."""
         found = re.fullmatch(r"(\d+)\.(\d+)", compute_capability or "")
         if found is None:
             return self
@@ -219,9 +214,9 @@ class SubmissionBuild:
         if compiled.exit_code != 0 or not obj.is_file():
             return PartBuild("compile", f"{part.file} does not compile",
                              compiler_messages(compiled.output), None, seconds)
-        # The symbol audit (two nm runs, about 0.07 s on the H100) runs beside
-        # the link, which runs nothing of the part: a part that fails the
-        # audit loses its executable, and its message is the audit's.
+        # The symbol audit (two nm runs) runs beside the link, which runs
+        # nothing of the part: a part that fails the audit loses its
+        # executable, and its message is the audit's.
         with ThreadPoolExecutor(max_workers=1) as beside:
             linking = beside.submit(self._run, recipe.link_command(obj, binary), timeout_s)
             audit = audit_object(obj)

@@ -1,23 +1,10 @@
 """Parts already built, kept by the content they were built from.
 
-A part's executable depends on nothing but the part file's bytes, the
-part's launcher and signature, and the build it is linked into (the harness
-libraries and sources, the build's settings); whether it may run at all, on
-the symbol audit's rules. The key is a digest of all of them, so an
-executable found under a key is the one a new build would make (and pass),
-whoever handed the file in. Two uses:
-
-  - `tilelab check` (CHECK_POLICY): a student runs it again and again while
-    editing one file; a part whose file has not changed is not compiled
-    again. One executable is kept per part, the last one built.
-  - `tilelab grade` and `batch` (GRADE_POLICY): a class hands in many
-    identical files (an untouched starter part, a part copied from the
-    textbook, the same file graded again); each is compiled once. The
-    least recently used executables go when the cache outgrows its bound.
-
-Only executables that built, passed the symbol audit and linked are kept.
-The cache folder is the grader's own (mode 0700): an executable is copied
-out of it into the grading's work folder before it runs, so code under test
+A key digests everything a part's executable depends on (the part file, its
+launcher and signature, the build it links into, the symbol audit's rules),
+so an executable found under it is the one a new build would make. Only
+executables that built, passed the audit and linked are kept, in a folder of
+the grader's own (0700), and copied out before they run: code under test
 never sees the folder, and nothing it writes reaches it.
 """
 
@@ -46,7 +33,11 @@ class CachePolicy:
     max_bytes: int  # then drop the least recently used
 
 
+# `tilelab check`: a student checks one file again and again; a part whose
+# file has not changed is not compiled again.
 CHECK_POLICY = CachePolicy(one_per_part=True, max_bytes=1 << 30)
+# `tilelab grade` and `batch`: a class hands in many identical files (an
+# untouched starter part, a file graded again); each is compiled once.
 GRADE_POLICY = CachePolicy(one_per_part=False, max_bytes=1 << 30)  # about 1,800 executables of 0.6 MB
 CHECK_CACHE_DIR = "check-cache"  # under the build tree: the parts `check` built last
 PART_CACHE_DIR = "part-cache"  # under the build tree: the parts gradings built, by content

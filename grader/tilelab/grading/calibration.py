@@ -1,24 +1,11 @@
 """Speed targets that hold on any GPU: the reference solutions, timed on the GPU that grades.
 
-A fixed share of the FP32 roof does not carry from one GPU to another: the
-textbook tiled kernel reaches 14 % of an H100's FP32 rate but 7.7 % of an
-RTX A6000's. So a part's targets are fractions of what its reference
-solution reaches on this very GPU (assignment.yaml, grading.speed). Each
-reference is timed exactly as a student's part is (the same harness, case
-file and time rule), `runs` times in one process, and the median is kept.
-
-A calibration is cached beside the GPU's ceilings, keyed by its UUID, with a
-fingerprint of everything it depends on: the reference executables (which
-hold the references, the harness and the toolkit that built them), the
-timing settings and sizes of assignment.yaml, the runs, the driver and the
-runtime. When any of them changes, the references are timed again.
-
-When the references cannot be timed (missing, failing, wrong), or time far
-below an earlier calibration of the same GPU, there is no calibration:
-speed is then not scored, and the result says it is the grader's fault.
-A student's machine has no references (the student bundle carries none):
-there `tilelab check` estimates the targets from the grading GPU's
-published figures (spec.reference_gpu), and says so.
+A fixed share of the FP32 roof does not carry from one GPU to another
+(measured: docs/measurements-archive.md, "Speed targets from the reference
+solutions"), so a part's targets are fractions of what its reference reaches
+on this very GPU (assignment.yaml, grading.speed), timed as a student's part
+is, `runs` times, the median kept. A calibration is cached per GPU while its
+`fingerprint` holds; without one, speed is not scored (the grader's fault).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The grading GPU's roofline: its measured FP32 FMA rate and DRAM bandwidth.
 
-`tilelab-roofline` (grader/roofline/roofline.cu) measures both ceilings and
-prints them as JSON. A measurement takes a few seconds and its result
-belongs to one physical GPU, so it is cached per device UUID: the tool's
-`--device` option names the GPU without measuring, and a cached result for
-that UUID is reused until a refresh is asked for.
-
-The roofline says how fast a kernel of a given arithmetic intensity (FLOP
-per byte of DRAM traffic) can possibly run on this GPU:
-min(FP32 rate, intensity * bandwidth).
+`tilelab-roofline` (grader/roofline/roofline.cu) measures both and prints
+them as JSON. A measurement takes a few seconds and belongs to one physical
+GPU, so it is cached per device UUID (`--device` names the GPU without
+measuring). The roofline bounds a kernel of arithmetic intensity I (FLOP per
+byte of DRAM traffic) by min(FP32 rate, I * bandwidth).
 """
 
 from __future__ import annotations
@@ -31,9 +27,10 @@ REPORT_VERSION = 1
 # include/tilelab/exit_codes.h).
 EXIT_NO_DEVICE = 5
 
-# Beyond these no single GPU goes today (an H100 does about 56,000 GFLOP/s
-# FP32 and 3,000 GB/s); a figure above them is a timing or counting fault,
-# not a fast GPU.
+# Beyond these no single GPU goes today, by two orders of magnitude and more
+# (measured: docs/measurements-archive.md, "Ceilings measured by
+# tilelab-roofline"); a figure above them is a timing or counting fault, not
+# a fast GPU.
 MAX_PLAUSIBLE_FP32_GFLOPS = 10_000_000.0
 MAX_PLAUSIBLE_DRAM_GBPS = 1_000_000.0
 

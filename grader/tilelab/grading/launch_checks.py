@@ -1,28 +1,11 @@
 """Checks on how a part launched its work, from the harness's CUPTI records.
 
-The harness records every kernel and memory operation each launcher call
-started. From those, per correctness case:
-  - the work ran in kernels the part file defines (not a library's);
-  - nothing was copied between host and device inside the call (which is
-    how a launcher computes on the host and hands the answer over);
-  - the launcher called no CUDA function that gives kernels host memory
-    (host allocation or registration, managed memory, host functions on a
-    stream), from its own thread or any other, and CUDA was not in use
-    before the harness began (a global constructor);
-  - the launcher spent no more host CPU time outside CUDA calls than a
-    launcher needs (HOST_CPU_FLOOR_MS, plus a share of its kernels' time,
-    plus what the bytes it printed cost: printing is not computing):
-    host arithmetic, whatever memory it reached the data through. The first
-    call of each harness run may do one-time host work (a table, left-over
-    debug printing); a launcher that computes on the host must do so in
-    every call, so it is caught in the others;
-  - no kernel was launched outside the call (another thread, left running);
-  - shared memory is used as the part requires: "required" (some kernel of
-    each call uses it), "dynamic_only" (no static __shared__, some dynamic);
-  - every launch keeps within each limit its case lowered in the
-    cudaDeviceProp the launcher was given (threads per block, block
-    dimensions, shared memory per block). The limits come from the case
-    itself (assignment.yaml), not from what the harness wrote.
+Per correctness case (check_launches): the work ran in the part file's own
+kernels, with no host copy, no CUDA call that gives kernels host memory
+(REFUSED_CALLS) and no host arithmetic beyond HOST_CPU_FLOOR_MS (printing
+apart) inside the call, and no kernel outside it; shared memory is used as
+the part requires; every launch keeps within the cudaDeviceProp limits its
+case lowered (as assignment.yaml says, not as the harness wrote).
 """
 
 from __future__ import annotations
@@ -68,8 +51,9 @@ HOST_CPU_FLOOR_MS = 2.0
 HOST_CPU_SHARE = 0.05
 # Printing costs host CPU time too (formatting, and the write calls), and it
 # is not arithmetic: a call may spend this much more per byte and per write
-# call it made. About five times what printf to a pipe cost a launcher in a
-# grading on the H100 (docs/measurements.md, "Printing from a launcher").
+# call it made: about five times what printing to a pipe costs a launcher in
+# a grading (measured: docs/measurements-archive.md, "A new user's first
+# hour", under "Printing from a launcher").
 PRINT_NS_PER_BYTE = 40.0
 PRINT_US_PER_WRITE = 5.0
 
@@ -253,7 +237,10 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
                    case_props: Optional[dict] = None) -> LaunchCheck:
     """`case_props`: name in the case file -> the props the case lowers.
     `harness_result["first_cases"]`: the grader's list of the cases each
-    harness run began with (their host CPU time is not held to the floor)."""
+    harness run began with (their host CPU time is not held to the floor:
+    one-time host work goes there, and a launcher that computes on the host
+    does so in every call). CUDA in use before the harness began (a global
+    constructor) fails the check too."""
     case_props = case_props or {}
     listed = harness_result.get("cases")
     cases = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []

@@ -1,14 +1,8 @@
 """What one grading found: the data every output is made from.
 
-`grade()` fills a `GradeResult`; results.json (Gradescope), the Markdown and
-HTML reports and the detailed JSON are all rendered from it and from nothing
-else, so they cannot disagree. `GradeResult.to_dict()` is the detailed JSON.
-
-Stage statuses:
-  passed   the stage ran and found nothing wrong
-  failed   the stage ran and found a fault in the submission
-  not_run  the stage could not run (no GPU, an earlier stage failed); never a pass
-  error    the grader itself failed in this stage (not the student's fault)
+`pipeline.grade()` fills a `GradeResult`; results.json (Gradescope), the
+Markdown and HTML reports and the detailed JSON (`GradeResult.to_dict()`) are
+all rendered from it and from nothing else, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -30,6 +24,10 @@ STAGE_TITLES = {
     "racecheck": "shared-memory races (compute-sanitizer racecheck)",
     "speed": "speed",
 }
+# A stage's status: passed (it ran and found nothing wrong), failed (it
+# found a fault in the submission), not_run (it could not run: no GPU, an
+# earlier stage failed; never a pass), error (the grader itself failed in
+# it: not the student's fault).
 STATUSES = ("passed", "failed", "not_run", "error")
 NO_DEVICE_NOTE = ("No CUDA device was found: the GPU stages (correctness, launch checks, sanitizers, speed) did "
                   "not run, and score nothing.")

@@ -1,13 +1,11 @@
 """One grading of one hand-in: the stages, in order.
 
-Per part: static checks -> build -> correctness -> launch checks ->
-memcheck -> racecheck -> speed, then the questions. No stage waits for one
-it does not need: the GPU is probed beside the static checks and the build
-(which waits for the probe only to compile for that GPU alone), every
-part's cases and sanitizer runs share the GPU at once while the speed
-targets are found, and last each part is timed alone on the GPU. Every run
-has a time limit; a part that fails, hangs or crashes costs only itself.
-Without a GPU every GPU stage is reported as not run.
+Per part: static checks -> build -> correctness -> launch checks -> memcheck
+-> racecheck -> speed, then the questions. No stage waits for one it does not
+need: the GPU probe runs beside the static checks and the build, the parts'
+cases and sanitizers share the GPU while the targets are found, and each part
+is timed alone last. Every run has a time limit; a part that fails, hangs or
+crashes costs only itself. Without a GPU each GPU stage is reported as not run.
 """
 
 from __future__ import annotations

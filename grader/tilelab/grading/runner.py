@@ -1,12 +1,10 @@
 """Running one part: write a case file, run its harness, judge the result.
 
-The part's harness executable (untrusted: it links a student's part file)
-runs through `process.run`: its own process group, a time limit, bounded
-capture of its output. For correctness and timing it serves only the
-launcher, to tilelab-harness, which links no student code and measures what
-decides a score. The verdict comes from `tilelab-verify`, which links no
-student code either; Python never parses the harness's human-readable
-output.
+The part's executable (untrusted: it links a student's part file) runs
+through `process.run`, with its own process group, a time limit and bounded
+output. For correctness and timing it serves only the launcher, to
+tilelab-harness, which links no student code; the verdict comes from
+`tilelab-verify`: Python never parses the harness's human-readable output.
 """
 
 from __future__ import annotations
@@ -31,11 +29,12 @@ from ..spec.assignment import Case, Part
 # Added to the environment of every run of a part's executable, and of the
 # trusted services: one hardware work queue per CUDA context. A context
 # makes its work queues (8 by default) as it starts, and contexts start one
-# at a time on a GPU: twelve part executables started at once took 2.9 s
-# with 8 queues and 1.2 s with one, one alone 0.38-0.46 s against 0.29 s
-# (H100, docs/measurements.md). The contract has a part launch on the
-# default stream, one stream, whose kernels run the same on one queue: only
-# kernels overlapped across several streams would run differently.
+# at a time on a GPU, so one queue makes every start cheaper, most of all
+# when many runs start at once (measured: docs/measurements-archive.md,
+# "Fast feedback: CUDA contexts made cheaper and earlier"). The contract has
+# a part launch on the default stream, one stream, whose kernels run the
+# same on one queue: only kernels overlapped across several streams would
+# run differently.
 ONE_WORK_QUEUE = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 

@@ -1,27 +1,10 @@
 """Points and speed arithmetic, kept apart so it can be read and tested alone.
 
-Correctness: a part's correctness points are shared equally by the cases
-graded (public and hidden in `grade`, public in `check`). A part that fails
-its launch checks, a sanitizer or its timed calls loses them all: passing
-cases by accident does not make a racy or out-of-bounds kernel correct.
-
-Speed: only a part that passed everything earns speed points. The time used
-is the median of the timed calls by the trusted harness's clock
-(tilelab-harness, which links no student code), from inputs ready to the
-launcher's process saying its work is done. Timed in-process (the
-harness's own tests), it is the median CUDA-event time, unless another
-clock says the call took longer: the CUPTI kernel span (work left running
-after the end event) or the host's wall clock up to a device-wide
-synchronize (work hidden on another stream). The achieved GFLOP/s is compared with the part's
-reference solution timed the same way on the same GPU (calibration.py):
-full credit from full_at x the reference's GFLOP/s, none at or below
-zero_at x it, linear in between (assignment.yaml: grading.speed). A part
-that goes beyond the textbook (versus_cublas) is compared with cuBLAS
-SGEMM timed the same way instead, from the tiled kernel's reference up. The
-roofline bound of the timed case, min(FP32 rate, intensity x DRAM
-bandwidth), where intensity counts each matrix crossing DRAM once, is shown
-beside it: it says how far every kernel, the reference too, is from what the
-hardware allows.
+Correctness points are shared equally by the cases graded (case_points); a
+part that fails its launch checks, a sanitizer or its timed calls loses them
+all. Only a part that passed everything earns speed points: its median timed
+call (scored_time) against its reference, or cuBLAS, timed the same way on
+the same GPU (speed_target). The roofline bound is shown beside it, never scored.
 """
 
 from __future__ import annotations

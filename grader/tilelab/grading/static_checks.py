@@ -1,19 +1,11 @@
 """Static checks of a part file, before and after it is compiled.
 
-Before: the file must exist as a plain text file of sensible size, define the
-part's launcher, and not pull in a library GEMM, load libraries at run time,
-define `main` or define functions named like the CUDA runtime or driver API
-(which could stand in for the harness's own calls, e.g. its timers). The
-source is scanned with comments and string literals removed, so a comment
-that mentions cuBLAS is fine.
-
-After: the compiled object's symbol table is the authority a macro cannot
-fool. It must not define `main` or CUDA-named functions, and must not call
-cuBLAS/cuDNN, dlopen, CUPTI (the recorders' own), or the CUDA functions
-that give kernels host memory (launch_checks.REFUSED_CALLS; the harness
-also refuses those when they are reached at run time by other means), and
-must not call or define anything of the harness's (namespace tilelab)
-beyond what tilelab/part.h gives it.
+Before (check_source): a plain text file of sensible size that defines the
+part's launcher, pulls in no library GEMM, loads no library at run time, and
+defines neither `main` nor functions named like the CUDA API; comments and
+string literals are removed first. After (audit_object): the object's symbol
+table, which a macro cannot fool, is held to the same rules and to the
+harness's: only what tilelab/part.h gives a part may be called.
 """
 
 from __future__ import annotations
@@ -151,7 +143,9 @@ def missing_summary(file: str) -> str:
 
 
 def check_source(path: Path, part: Part) -> StaticResult:
-    """The checks that need only the file."""
+    """The checks that need only the file. A function named like the CUDA
+    runtime or driver API could stand in for the harness's own calls (its
+    timers); a comment that mentions cuBLAS is fine."""
     name = part.file
     if path.is_symlink():
         return StaticResult(False, f"{name} is a symbolic link", hints=[f"Hand in {name} itself, not a link to it."])
@@ -242,7 +236,11 @@ def todo_stubs(text: str, code: str) -> list:
 
 
 def audit_object(object_file: Path) -> StaticResult:
-    """Checks the compiled part's symbol table (nm): what it defines and what it calls."""
+    """Checks the compiled part's symbol table (nm): what it defines and what
+    it calls. It must not define `main` or CUDA-named functions, nor call
+    cuBLAS/cuDNN, dlopen, CUPTI or the CUDA functions that give kernels host
+    memory (launch_checks.REFUSED_CALLS, refused at run time too), nor call
+    or define anything of namespace tilelab beyond tilelab/part.h."""
     try:
         defined = _nm(object_file, "--defined-only")
         undefined = _nm(object_file, "--undefined-only")

@@ -1,21 +1,11 @@
 """tilelab-harness, the trusted side of every correctness and timing run.
 
-A run's cases are run by tilelab-harness, which links no student code; the
-part's executable serves only its launcher, in a process of its own
-(grader/harness/core/launcher_process.h). Started once per run, the trusted
-harness would be a second CUDA process per run, and CUDA contexts are made
-one at a time on a GPU (docs/measurements.md). So a grading keeps a few
-long-lived harness services (`tilelab-harness --serve-jobs`), each with its
-CUDA context made while the parts build, and each run goes
-through a relay (`tilelab-harness --via`) that has no CUDA context of its
-own: grader/harness/core/harness_service.h.
-
-The relay is what `process.run` starts, limits and stops, exactly as it did
-the one-shot harness. A service runs one job at a time; a run waits here for
-an idle one before its relay starts, so no time limit runs while a run
-waits. A run that was stopped from outside (a time limit, a cancel) takes
-its service down with it: the service is killed and waited for before the
-run's result is read, so nothing of that run is written after.
+It runs a run's cases and links no student code; the part's executable
+serves only its launcher, in a process of its own. CUDA contexts start one at
+a time on a GPU (measured: docs/measurements-archive.md, "Fast feedback:
+where a grading's time goes"), so a grading keeps a few services
+(`--serve-jobs`) that make theirs while the parts build, and each run goes
+through a relay (`--via`) that has none (grader/harness/core/harness_service.h).
 """
 
 from __future__ import annotations
@@ -36,10 +26,11 @@ from .runner import ONE_WORK_QUEUE
 
 # Runs of a grading that may be in tilelab-harness at once: a grading's
 # correctness runs go side by side, one per part at most. A run holds its
-# service from before its launcher starts (making its CUDA context, most of
-# a second while the sanitizers make theirs) to its end, so a grading keeps
-# one service per part: with three for six parts, half the parts' runs
-# waited for a service while the GPU had room for them.
+# service from before its launcher starts (making its CUDA context, slowest
+# while the sanitizers make theirs) to its end, so a grading keeps one
+# service per part: with fewer, parts' runs waited for a service while the
+# GPU had room for them (measured: docs/measurements-archive.md, "Fast
+# feedback: CUDA contexts made cheaper and earlier").
 SERVICES = 6
 # How long a new service may take to listen on its socket (it does so first
 # thing, before making its CUDA context).
@@ -58,7 +49,13 @@ class _Service:
 class TrustedHarness:
     """The trusted harness of one grading: a one-shot tilelab-harness per run
     (`services=0`), or up to `services` long-lived ones shared by its runs.
-    Close it when the grading is done."""
+    Close it when the grading is done.
+
+    The relay is what `process.run` starts, limits and stops. A service runs
+    one job at a time; a run waits for an idle one before its relay starts,
+    so no time limit runs while it waits. A run stopped from outside (a time
+    limit, a cancel) takes its service down: it is killed and waited for
+    before the run's result is read, so nothing of that run is written after."""
 
     def __init__(self, tool: Path, services: int = SERVICES, log: Optional[Path] = None):
         self.tool = Path(tool)
@@ -108,9 +105,11 @@ class TrustedHarness:
 
     def close(self) -> None:
         """Ends every service: each ends when its standard input closes. The
-        grading does not wait for that (a CUDA context takes about 0.15 s to
-        go, and nothing of a service is read after its last run): a thread
-        reaps them, and kills one still there after 5 s."""
+        grading does not wait for that (a CUDA context is slow to go, and
+        nothing of a service is read after its last run; measured:
+        docs/measurements-archive.md, "Fast feedback, continued: fewer waits
+        on the critical path"): a thread reaps them, and kills one still
+        there after 5 s."""
         with self._cond:
             self._closed = True
             services, self._all, self._idle = self._all, [], []

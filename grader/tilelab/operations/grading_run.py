@@ -2,11 +2,10 @@
 batch, selftest, gates, the benchmark) calls `run_grading`, and what each
 writes is its `Outputs`.
 
-Gradescope reads results.json and nothing else, and a missing or malformed
-file shows as "the autograder failed to execute correctly" with no score.
-So where a grading writes results.json, any failure of the grader itself
-still writes a valid one (a visible "Autograder error" test and a hidden
-traceback; PrairieLearn's form: not gradable) before it is reported.
+Gradescope reads results.json alone and shows a missing or malformed one as
+"the autograder failed to execute correctly", with no score: so where a
+grading writes results.json, a failure of the grader itself still writes a
+valid one before it is reported.
 """
 
 from __future__ import annotations
@@ -66,7 +65,8 @@ def run_grading(submission: Path, options: GradeOptions, outputs: Outputs = GRAD
     """Grades `submission` and writes `outputs` into options.out_dir.
 
     Where outputs.results is set, a failure of the grader is written there
-    and returned (EXIT_GRADER_ERROR); otherwise it is raised. `progress` is
+    (a visible "Autograder error" test and a hidden traceback; PrairieLearn's
+    form: not gradable) and returned (EXIT_GRADER_ERROR); otherwise it is raised. `progress` is
     told each stage; `echo` (results only) gets the closing lines.
     `sandbox` and `gpu_lock` are shared by gradings side by side (batch, selftest).
     """

@@ -1,12 +1,10 @@
 """Why a part's stages and cases did not run: one cause per part, in words
-every output shares (report.py, gradescope.py, prairielearn.py).
+every output shares (part_view.py, gradescope.py, prairielearn.py).
 
-A part whose file was not handed in, or whose GPU stages could not run on a
-machine without a GPU, has up to six stages and thirty cases that did not
-run, all for one reason. The outputs say that reason once per part ("tiled.cu
-is missing", "11 public cases: not run: no CUDA device on this machine")
-rather than once per stage or case: a page of identical "not run" rows hides
-the one line that says what to do.
+A part not handed in, or whose GPU stages could not run here, has up to six
+stages and thirty cases that did not run for one reason. The outputs say it
+once per part ("tiled.cu is missing", "11 public cases: not run: no CUDA
+device on this machine"): a page of identical "not run" rows hides what to do.
 """
 
 from __future__ import annotations

@@ -1,46 +1,11 @@
 """Gradescope's results.json, from a GradeResult.
 
-Field names and types follow Gradescope's autograder specification
-(gradescope-autograders.readthedocs.io, "specs"): top level score,
-execution_time, output, output_format, test_output_format, test_name_format,
-visibility, stdout_visibility, extra_data, tests, leaderboard; per test
-score, max_score, status, name, name_format, number, output, output_format,
-tags, visibility, extra_data.
-
-Per part, in order: build (0 points, what the static checks and the compiler
-said), public cases, hidden cases (visibility from assignment.yaml; students
-are told up front that they exist), memory safety and launch checks (0
-points each: they gate the correctness points), speed. Then one test per
-exercise question, numbered Q.1, Q.2, ...: the answer as read and whether
-it is right (never the key); a text question is worth 0 here, tagged
-"manual", and graded by a TA.
-
-An extra-credit part's tests are named "(extra credit)" and have a
-max_score of 0 with the score earned and an explicit status: the points
-count in the score, and the tests' max_scores still add up to the
-assignment's total (GradeResult.max_score), which they must not raise.
-
-A part scored against cuBLAS adds the top-level "leaderboard" (its columns
-and the rule for a hand-in that does not rank: outputs/leaderboard.py).
-
-What did not run is said once per part (outputs/causes.py): "tiled.cu is
-missing", "11 public cases: not run: ...", never a row per case.
-
-Without a GPU (a grading whose parts built but could not run:
-causes.gpu_withheld) the score is withheld. Gradescope records the top-level
-"score" whatever it holds and has no "not graded" value, and it draws every
-test passed or failed (a test with neither score nor status reads as failed),
-so: each part keeps only its build test (with what did not run in its
-output), the score is 0 as in error_results, the top says once that the GPU
-stages could not run here and that this is not the student's fault, and a
-hidden staff test says the 0 is not the student's; being hidden, it also
-keeps the total from students (the spec: no total while a test is hidden).
-extra_data.tilelab.withheld marks such results. (The leaderboard is sent as
-for any hand-in that does not rank: 0 in every column, leaderboard.py.)
-
-A results.json is always written: when the grader itself fails, a visible
-"Autograder error" test says so (not the student's fault) and a hidden one
-holds the traceback for staff.
+- Fields and types follow Gradescope's autograder specification
+  (gradescope-autograders.readthedocs.io, "specs"): TOP_LEVEL_FIELDS, TEST_FIELDS.
+- Per part its stages' tests (part_tests), then one test per question
+  (question_tests); what did not run is said once per part (outputs/causes.py).
+- Without a GPU (causes.gpu_withheld) the score is withheld (graded_tests).
+- A results.json is always written: a grader that fails writes error_results.
 """
 
 from __future__ import annotations
@@ -69,7 +34,7 @@ NO_GPU_BUILT = "built; not run here (no GPU)"
 NO_GPU_WITHHELD = "no GPU on this grader: the parts were built but not run"
 NO_GPU_STAFF = ("This grader has no GPU: the parts were built but not run, so the score recorded for this submission "
                 "(0) is withheld, not the student's. Grade the submission on a machine with a GPU (the autograder "
-                "image, README \"Docker (TAs)\") and enter that score. extra_data.tilelab.withheld marks every such "
+                "image, docs/ta.md \"Docker\") and enter that score. extra_data.tilelab.withheld marks every such "
                 "submission.")
 _MARK = {"passed": "passed", "failed": "FAILED", "not_run": "not run", "error": "grader error"}
 _QUESTION_MARK = {"correct": "correct", "wrong": "WRONG", "unanswered": "no answer", "invalid": "NOT READABLE",
@@ -211,10 +176,15 @@ def _no_gpu_line(result: PartResult) -> str:
 
 
 def part_tests(result: PartResult, index: int, visibility: dict, no_gpu: bool = False) -> list:
-    """The part's tests. With `no_gpu` (causes.gpu_withheld) only its build:
-    the rest did not run, for no fault of the student's, and Gradescope
-    draws every test passed or failed (one without a status reads as
-    failed), so they are left out and the build's test says what did not run."""
+    """The part's tests, in order: build (0 points), public cases, hidden
+    cases (visibility from assignment.yaml), memory safety and launch checks
+    (0 points each: they gate the correctness points), speed. An extra-credit
+    part's tests have a max_score of 0 and an explicit status, so its points
+    count in the score without raising the total. With `no_gpu`
+    (causes.gpu_withheld) only its build: the rest did not run, for no fault
+    of the student's, and Gradescope draws every test passed or failed (one
+    without a status reads as failed), so they are left out and the build's
+    test says what did not run."""
     tags = [result.id]
     title = f"{result.title} (extra credit)" if result.extra_credit else result.title
     per_case = case_points(result.correctness_max, len(result.cases))
@@ -268,7 +238,9 @@ def _answer_block(answer: str, kind: str) -> str:
 
 
 def question_tests(answers: AnswersResult, texts: dict, visibility: str = "visible") -> list:
-    """One test per question (`texts`: question id -> its text); never the key."""
+    """One test per question (`texts`: question id -> its text), numbered Q.1,
+    Q.2, ...: the answer as read and its result, never the key. A text
+    question is worth 0 here, tagged "manual": a TA grades it."""
     tests = []
     for n, q in enumerate(answers.questions, start=1):
         lines = []
@@ -360,7 +332,8 @@ def graded_tests(result: GradeResult, assignment: Assignment, no_gpu: bool = Fal
     question, and (hidden) the staff's notes. PrairieLearn's results are made
     from the same list (prairielearn.py). With `no_gpu` (causes.gpu_withheld)
     each part has its build test only, and a hidden test tells the staff
-    that the score is withheld."""
+    that the score is withheld: Gradescope records a score whatever it holds
+    and has no "not graded" value, so the score is 0 as in error_results."""
     tests = []
     for i, part in enumerate(result.parts, start=1):
         tests += part_tests(part, i, assignment.grading["visibility"], no_gpu)
@@ -379,6 +352,9 @@ def graded_tests(result: GradeResult, assignment: Assignment, no_gpu: bool = Fal
 
 
 def results_json(result: GradeResult, assignment: Assignment) -> dict:
+    """The whole file. A part scored against cuBLAS adds the top-level
+    "leaderboard" (outputs/leaderboard.py); extra_data.tilelab.withheld marks
+    a result withheld for want of a GPU."""
     no_gpu = causes.gpu_withheld(result)
     tests = graded_tests(result, assignment, no_gpu)
     leaderboard = gradescope_entries(result, assignment)

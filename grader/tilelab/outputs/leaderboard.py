@@ -1,35 +1,10 @@
-"""The leaderboards of a part scored against cuBLAS (assignment.yaml:
-versus_cublas): Gradescope's columns in results.json, and the class
-leaderboard `tilelab batch` writes beside its gradebook (leaderboard.csv and
-leaderboard.html, one page with its roofline plot inlined).
+"""The leaderboards of a part scored against cuBLAS (versus_cublas): Gradescope's and the class's.
 
-Who ranks: a hand-in whose part passed every stage (correctness, launch
-checks, memcheck, racecheck) and was timed at every timing size with a
-believable time and a cuBLAS figure beside it. Speed alone never ranks a
-wrong kernel. Every other hand-in is listed below the ranking, with the
-stage that kept it out (only the stage's name: its text may name a hidden
-case, and the page may be shown to the class).
-
-Ranked by: the geometric mean, over the timing sizes, of the share of cuBLAS
-SGEMM reached, the same way the sizes' speed points combine. cuBLAS is timed
-by the grader on the GPU that graded the hand-in, so the share stays
-comparable when a batch spreads over GPUs, where GFLOP/s would not; on one
-GPU the two order the hand-ins alike (every hand-in there is divided by the
-same cuBLAS figure, from that GPU's calibration).
-
-Gradescope: one column per timing size for GFLOP/s and one for the share of
-cuBLAS, in percent, all numbers, higher first (Gradescope's default order).
-Students pick their own pseudonyms there. A hand-in that does not rank
-shows 0 in every column: its student is still on the board, at the bottom,
-and the report says why.
-
-Names on the class leaderboard (grading.leaderboard.names): each hand-in's
-name (its directory), or an alias: an adjective, an animal and four hex
-digits drawn from an HMAC of the assignment's and hand-in's names. The HMAC
-key is a random secret the batch keeps in OUT/.leaderboard-key: the grader's
-code ships to students, so without a secret anyone could work out a
-classmate's alias from their id. An alias is stable as long as that file is
-kept; each student's report (written by the batch) shows their own.
+Gradescope's are columns of results.json (gradescope_entries); `tilelab
+batch` writes the class's beside its gradebook, as leaderboard.csv and
+leaderboard.html with its roofline plot inlined. Only a hand-in whose part
+passed every stage and was timed at every size ranks (standing), by the
+geometric mean of its share of cuBLAS. Names are the hand-ins' or aliases.
 """
 
 from __future__ import annotations
@@ -113,7 +88,13 @@ def _implausible(speed: Speed) -> bool:
 
 
 def standing(part: Optional[PartResult]) -> Standing:
-    """Whether `part` (None: not graded) ranks, and on what."""
+    """Whether `part` (None: not graded) ranks, and on what. It ranks when it
+    passed every stage and was timed at every timing size, believably and
+    with a cuBLAS figure: speed alone never ranks a wrong kernel. The reason
+    it does not names only the stage (its text may name a hidden case, and
+    the board may be shown to the class). The share of cuBLAS, timed on the
+    GPU that graded it, stays comparable across a batch's GPUs, where
+    GFLOP/s would not; the sizes combine as their speed points do."""
     if part is None:
         return Standing(False, "not graded")
     sizes = list(part.speeds) or ([part.speed] if part.speed is not None else [])
@@ -147,8 +128,10 @@ def _part_of(result: Optional[GradeResult], part_id: str) -> Optional[PartResult
 def gradescope_entries(result: GradeResult, assignment: Assignment) -> list:
     """results.json's top-level "leaderboard": per leaderboard part, its
     GFLOP/s at each timing size, then its share of cuBLAS at each, in
-    percent ([] when no part is scored against cuBLAS). A part that does not
-    rank gets 0 everywhere, so its student stays on the board."""
+    percent ([] when no part is scored against cuBLAS), all numbers, higher
+    first (Gradescope's default order; students pick their own pseudonyms
+    there). A part that does not rank gets 0 everywhere, so its student stays
+    on the board, at the bottom, and the report says why."""
     parts = leaderboard_parts(assignment)
     entries = []
     for part in parts:
@@ -169,7 +152,10 @@ def gradescope_entries(result: GradeResult, assignment: Assignment) -> list:
 
 def leaderboard_key(out_dir: Path) -> bytes:
     """The batch's secret for aliases, OUT/.leaderboard-key: read, or made
-    (random, readable by its owner only) on the first run."""
+    (random, readable by its owner only) on the first run. The grader's code
+    ships to students, so without a secret anyone could work out a
+    classmate's alias from their id. An alias is stable while the file is
+    kept (grading.leaderboard.names chooses aliases or the hand-ins' names)."""
     path = Path(out_dir) / KEY_FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

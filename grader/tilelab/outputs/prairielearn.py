@@ -1,29 +1,10 @@
 """PrairieLearn's external-grader results, from the same result model as Gradescope's.
 
 PrairieLearn (docs/externalGrading.md, "Grading results") reads
-/grade/results/results.json:
-  score        a fraction in [0, 1] (required when gradable)
-  gradable     false: the submission could not be graded; no points are
-               given or taken and the attempt is not used up
-  format_errors  why it could not be graded (string or list of strings)
-  message, output  shown above the tests
-  images       [{"label": ..., "url": "data:image/png;base64,..."}]
-  tests        [{"name", "description", "points", "max_points", "message",
-                 "output", "images"}]
-The file must stay under 1 MB: longer outputs are cut.
-
-The score is the points over the assignment's total (GradeResult.max_score),
-which leaves an extra-credit part's points out of the denominator. PrairieLearn
-takes a score in [0.0, 1.0] only ("should be a floating point number in the
-range [0.0, 1.0]"), so extra credit that would carry it past 1 is cut at 1,
-and the message says so. (PrairieLearn's own way to extra credit is the
-assessment's maxBonusPoints, set by the course, not by a grader's score.)
-
-Not gradable here: a grader that sees no GPU (nothing a student did can be
-judged), and a hand-in none of whose part files compiles (PrairieLearn's
-own C grader treats a compile error so). Tests Gradescope would hide from
-students (the staff's notes) are left out; the hidden cases' test names
-no case, as on Gradescope.
+/grade/results/results.json: TOP_LEVEL_FIELDS and TEST_FIELDS, at most
+MAX_BYTES. Not gradable (no points given or taken, the attempt not used up):
+a grader with no GPU, or a hand-in none of whose part files compiles. Tests
+Gradescope would hide from students are left out.
 """
 
 from __future__ import annotations
@@ -56,7 +37,8 @@ def _image(path: Path, label: str) -> dict:
 
 
 def _not_gradable(result: GradeResult) -> list:
-    """Why nothing of this hand-in can be graded (empty: it can be)."""
+    """Why nothing of this hand-in can be graded (empty: it can be). A
+    compile error of every part counts, as in PrairieLearn's own C grader."""
     if causes.gpu_withheld(result):
         return ["The grading machine has no GPU, so no part could be run. This is not a problem with your "
                 "work: tell the course staff."]
@@ -67,6 +49,10 @@ def _not_gradable(result: GradeResult) -> list:
 
 
 def results(result: GradeResult, assignment: Assignment, plot: Optional[Path] = None) -> dict:
+    """The score is the points over GradeResult.max_score, which leaves extra
+    credit out of the denominator. PrairieLearn takes a score in [0, 1]
+    only, so extra credit past 1 is cut at 1 and the message says so (its
+    own way to extra credit is the course's maxBonusPoints)."""
     # Without a GPU, as on Gradescope: each part's build, and no test for what did not run.
     tests = [t for t in graded_tests(result, assignment, causes.gpu_withheld(result)) if t["visibility"] != "hidden"]
     extra = sum(p.score for p in result.parts if p.extra_credit)

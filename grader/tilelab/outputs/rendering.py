@@ -81,6 +81,7 @@ def html_of(view: dict, plot_file: Optional[str]) -> str:
 @warm_up
 def _compile_report_templates() -> None:
     """The report templates compiled while the GPU works, not when the
-    reports are written (measured: see docs/measurements.md)."""
+    reports are written (measured: docs/measurements-archive.md, "Fast
+    feedback, continued: fewer waits on the critical path")."""
     _environment(TEMPLATE_DIR, False).get_template(REPORT_TEMPLATES["markdown"])
     _environment(TEMPLATE_DIR, True).get_template(REPORT_TEMPLATES["html"])

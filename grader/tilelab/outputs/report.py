@@ -26,7 +26,8 @@ def write_reports(result: GradeResult, out_dir: Path, audience: str = "student",
     `leaderboard_alias`: the hand-in's alias on the class leaderboard, shown
     in the header (outputs/leaderboard.py). `plot_drawn`: this result's
     roofline.png, already drawn for the other audience: copied, not drawn
-    again (measured: see docs/measurements.md)."""
+    again (measured: docs/measurements-archive.md, "Fast feedback, continued:
+    fewer waits on the critical path")."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}

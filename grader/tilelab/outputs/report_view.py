@@ -1,19 +1,10 @@
 """The view of a whole report: what the Markdown and HTML templates show.
 
-Everything is worded from a `GradeResult` and nothing else (model.py), so
-the reports cannot disagree with results.json; the templates only lay the
-rows out, so Markdown and HTML always say the same thing.
-
-Two audiences:
-  student  hidden cases appear only as a count ("12 hidden cases: 10 passed");
-           their names, sizes and errors never reach the page (part_view.py).
-           Grader errors are reported without the grader's own output.
-  staff    everything: hidden cases like public ones, every stage's details,
-           launch records with grids, where the time went.
-
-The exercise questions get a section of their own: each answer as read and
-its result. The key is shown next to the answer to staff only; nothing of it
-reaches the student view.
+Everything is worded from a `GradeResult` alone (model.py), so the reports
+cannot disagree with results.json, and the templates only lay the rows out.
+Students see hidden cases only as a count ("12 hidden cases: 10 passed"),
+never their names, sizes or errors (part_view.py), and grader errors without
+the grader's output; staff see everything, the answer key included.
 """
 
 from __future__ import annotations

@@ -39,15 +39,18 @@ def _plottable_parts(result: GradeResult) -> list:
 
 # matplotlib is not thread-safe: its mathtext parser keeps state, and two
 # figures drawn at once fail with a ParseException. `tilelab batch` writes
-# the reports of gradings side by side, in threads (measured: see
-# docs/measurements.md). One figure at a time, in this process.
+# the reports of gradings side by side, in threads (seen in a batch:
+# docs/measurements-archive.md, "tilelab-harness landed: every call's
+# records taken after the last, events made once, one harness service per
+# grading"). One figure at a time, in this process.
 _ONE_FIGURE = threading.Lock()
 
 
 @warm_up
 def _import_matplotlib() -> None:
     """The plotting library imported while the GPU works, not when the
-    first plot is drawn (measured: see docs/measurements.md)."""
+    first plot is drawn (measured: docs/measurements-archive.md, "Fast
+    feedback: where a grading's time goes")."""
     for module in ("matplotlib.figure", "matplotlib.backends.backend_agg"):
         importlib.import_module(module)
 
@@ -94,8 +97,9 @@ def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, devi
     axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
     # Plain numbers on the decades (1,000 and 10,000, not 10^3 and 10^4) and
     # no minor ticks: a log axis's own labels are mathtext, whose first use
-    # in a process is as slow as the rest of the plot (measured: see
-    # docs/measurements.md).
+    # in a process is as slow as the rest of the plot (measured:
+    # docs/measurements-archive.md, "Fast feedback, continued: fewer waits
+    # on the critical path").
     plain = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}")
     axes.xaxis.set_major_formatter(plain)
     axes.yaxis.set_major_formatter(plain)

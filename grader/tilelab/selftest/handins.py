@@ -1,16 +1,10 @@
 """The grader graded: known-good and known-bad hand-ins with the verdicts they must get.
 
 tests/submissions/<name>/ holds part files and/or answers.yaml and
-expected.yaml (format in tests/submissions/README.md). A few more hand-ins
-are made on the fly because they cannot live in git: an empty directory, a
-binary file, a 50 MB file, an answers.yaml over the size limit. The
-reference solutions are graded too: every part must get full marks, and
-their answers.yaml (the key) every automatic point.
-
-Without a GPU only the stages that need none are judged: a hand-in expected
-to fail its static checks or build must fail there; every other one must
-pass both, and its GPU stages must be reported as not run (never passed).
-Answers need no GPU: they are judged in full either way.
+expected.yaml (tests/submissions/README.md); a few hand-ins that cannot live
+in git are made on the fly (generated_hand_ins). The reference solutions must
+get full marks, and their answers.yaml (the key) every automatic point.
+Without a GPU only the stages that need none are judged (judge).
 """
 
 from __future__ import annotations
@@ -216,7 +210,10 @@ def _failing_as_expected(part: PartResult, failing: list, reason: Optional[str])
 
 
 def judge(part: PartResult, exp: Expectation, gpu: bool) -> tuple:
-    """(ok, why) for one part of one hand-in."""
+    """(ok, why) for one part of one hand-in. Without a GPU a hand-in
+    expected to fail its static checks or build must fail there; any other
+    must pass both, and its GPU stages must be reported as not run (never
+    passed). Answers need no GPU: they are judged in full either way."""
     st = part.stages
     if not gpu:
         gpu_free_failing = [s for s in exp.failing if s in GPU_FREE_STAGES]

@@ -1,16 +1,11 @@
 """The self-test's security checks: hand-ins that attack the grader.
 
-The hand-ins named security-* try to forge results, call or replace the
-harness's own functions, read and print the grader's secrets, fork without
-end, fill the disk, reach the network, run for ever. Besides the verdicts in their expected.yaml, the self-test checks
-for each of them that:
-  - results.json is valid (Gradescope's field list and types);
-  - nothing a student sees (results.json's non-hidden tests, the student
-    report) holds a secret: the canary planted for the run, an answer of the
-    key, a hidden case's name, text from inside a solution region;
-and, once for all of them, that the listener the network hand-in aims at
-received nothing. These checks mean something only where student code runs
-as another user (the grader as root); elsewhere they are reported as not run.
+The security-* hand-ins forge results, call or replace the harness's own
+functions, read secrets, fork without end, fill the disk, reach the network,
+run for ever. Besides their expected.yaml, each must leave results.json valid
+and nothing a student sees holding a secret (check_hand_in), and the network
+listener must receive nothing. The checks mean something only where student
+code runs as another user (the grader as root); elsewhere they are not run.
 """
 
 from __future__ import annotations
@@ -106,7 +101,10 @@ def leak_markers(root: Path, assignment: Assignment, key_path: Path, canary: str
 
 
 def check_hand_in(result: GradeResult, assignment: Assignment, markers: dict) -> list:
-    """Problems found in what a student would see of this grading (empty: none)."""
+    """Problems found in what a student would see of this grading (empty:
+    none): results.json against Gradescope's field list and types, and any
+    secret in its non-hidden tests or the student report (the run's canary,
+    an answer of the key, a hidden case's name, solution-region text)."""
     doc = results_json(result, assignment)
     problems = [f"results.json: {p}" for p in spec_problems(doc)]
     seen = "\n".join([student_visible_text(doc), render_markdown(result, audience="student"),

@@ -1,14 +1,11 @@
 """Loading and checking assignment.yaml, the one description of the assignment.
 
-- Everything that needs the parts, their launchers, cases or points reads the
-  file through `load_assignment`: the build (tilelab.spec.build_export), the
+- Everything that needs the parts, launchers, cases or points reads it
+  through `load_assignment`: the build (tilelab.spec.build_export), the
   starter generator, the grader and the handouts.
-- Each mapping's keys, defaults, bounds and allowed values come from
-  tilelab.spec.schema, which docs/assignment-yaml.md is generated from; the
-  rules that tie keys together are checked here.
-- Cases are parsed in tilelab.spec.cases, single values in tilelab.spec.checks.
-- Errors name the offending place ("parts[2].cases.public[4]: ...") so an
-  instructor can fix the file without reading this code.
+- Keys, defaults, bounds and allowed values come from tilelab.spec.schema;
+  the rules that tie keys together are checked here. Errors name the place
+  ("parts[2].cases.public[4]: ...") so an instructor can fix the file.
 """
 
 from __future__ import annotations

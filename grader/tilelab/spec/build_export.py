@@ -1,6 +1,6 @@
 """What the CMake build needs from assignment.yaml, written at configure time.
 
-    python -m tilelab.build_export ASSIGNMENT_YAML --cmake OUT.cmake --json OUT.json
+    python -m tilelab.spec.build_export ASSIGNMENT_YAML --cmake OUT.cmake --json OUT.json
 
 The CMake file defines TILELAB_PARTS and, per part, its file, launcher and
 signature, so the build adds one harness executable per part without a second

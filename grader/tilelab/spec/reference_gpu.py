@@ -1,13 +1,10 @@
 """The course's grading GPU, as published: handouts/reference-gpu.yaml.
 
 What `tilelab calibrate` measured on the GPU the course grades on: its
-ceilings and each reference solution's GFLOP/s at its timing size (and
-cuBLAS SGEMM's, for a part scored against it), and the ladder of a part
-that goes beyond the textbook: the GFLOP/s of each rung on the way to its
-reference. The handout shows these figures, and `tilelab check` on a student's machine,
-which has no reference solutions to time, estimates its speed targets from
-them. The grader itself never scores with them: it times the references on
-the GPU it grades on.
+ceilings, each reference's GFLOP/s at its timing sizes (and cuBLAS's, for a
+part scored against it), and the ladder of a part beyond the textbook. The
+handout shows them, and `tilelab check` on a student's machine estimates its
+targets from them; grading never scores with them.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The keys of assignment.yaml: one description that the validator and its reference both read.
 
-- Every mapping of the file is a `Key` whose `keys` list its entries; the
-  validator (tilelab.spec.assignment) takes the required and known keys of
-  each mapping, their defaults, bounds and allowed values from here, so a key
-  added here is accepted there and a key dropped here is rejected there.
-- docs/assignment-yaml.md is rendered from this description by
-  tilelab.spec.reference; a test fails when the two differ.
-- Rules that tie keys together (a text question has no points; dynamic_only
-  needs a cudaDeviceProp launcher) are checked in code and stated here in words.
+- Each mapping is a `Key` whose `keys` list its entries; the validator
+  (tilelab.spec.assignment) takes required and known keys, defaults, bounds
+  and allowed values from here, and docs/assignment-yaml.md is rendered from
+  it (tilelab.spec.reference; a test fails when the two differ).
+- Rules that tie keys together are checked in code and stated here in words.
 - Imports only the standard library: the build runs it through build_export.
 """
 

@@ -1,15 +1,11 @@
 """Running a child process that may misbehave.
 
 Every command the grader runs on a student's behalf (the compiler, the
-harness, compute-sanitizer) goes through `run`: it gets its own process
-group, so the time limit kills everything it started, and `run` returns only
-once all of it is gone (killed processes still count against the sandbox
-user's process limit until they are reaped); its stdout and stderr
-are drained by threads as they come, keeping only the head and the tail, so
-a part that prints gigabytes costs CPU time, not memory or disk. With a
-sandbox (tilelab.sandbox) it runs as the sandbox's user, with its limits and
-environment; with a watched directory, a run that writes more than its quota
-there, or leaves too little free space on the disk, is stopped.
+harness, compute-sanitizer) goes through `run`: its own process group, so the
+time limit kills all it started, and `run` returns once all of it is reaped;
+its output is drained by threads, keeping only head and tail, so printing
+gigabytes costs CPU time, not memory or disk. With a sandbox
+(tilelab.system.sandbox) it runs as the sandbox's user, within its limits.
 """
 
 from __future__ import annotations
@@ -35,17 +31,18 @@ _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 CANCELLED = "cancelled"  # Completed.stopped of a run another thread called off
 # How often a run's folder is measured against the sandbox's disk limits
 # (a walk of the folder), and how often a run that may be called off looks
-# whether it was: a called-off run holds up whatever waits for it (racecheck
-# called off for a part without shared memory, 0.3 s on the H100 when it
-# looked every quarter of a second).
+# whether it was: a called-off run holds up whatever waits for it until it
+# looks, so it looks often (measured: docs/measurements-archive.md, "Fast
+# feedback: CUDA contexts made cheaper and earlier").
 DISK_LOOK_S = 0.25
 CANCEL_LOOK_S = 0.02
 # Gradings side by side (a batch, the self-test) share the host's CPUs, and
 # the GPU is held alone only while a part is timed: a launcher with host work
 # in every call (a CUDA graph made and launched per call) lost speed to the
-# other gradings' compilers and sanitizers (8,000 GFLOP/s alone, 5,800-7,000
-# among eight gradings on the H100). Everything but a timed run runs at the
-# lowest priority, and takes only the CPU time a timed run leaves.
+# other gradings' compilers and sanitizers (measured:
+# docs/measurements-archive.md, "Fast feedback: CUDA contexts made cheaper
+# and earlier"). Everything but a timed run runs at the lowest priority, and
+# takes only the CPU time a timed run leaves.
 BACKGROUND_PREFIX = ["nice", "-n", "19"]
 
 
@@ -193,8 +190,9 @@ _become_subreaper()
 class _EndWatch:
     """Waits for a process to end, and hears of it at once: through a pidfd
     where the system has them (Linux 5.3), else with Popen.wait, whose
-    sleeps grow to 50 ms between looks (a grading's runs one after another
-    would lose a tenth of a second or more to them)."""
+    sleeps grow to 50 ms between looks, time lost by every run of a grading
+    (measured: docs/measurements-archive.md, "Fast feedback, continued:
+    fewer waits on the critical path")."""
 
     def __init__(self, proc: subprocess.Popen):
         self._proc = proc
@@ -232,11 +230,13 @@ def run(
     on_line: Optional[Callable[[str], None]] = None,
 ) -> Completed:
     """Runs argv in a process group of its own until it ends, `timeout_s`
-    passes (timed_out), its watched folder outgrows the sandbox's limits, or
-    `cancel` is set by another thread (stopped: "cancelled"). Whatever it
-    started is killed with it. `outside`: a trusted program that runs argv
-    itself, put in front of the sandbox's prefix, so that only argv runs in
-    the sandbox (tilelab-harness and a part's launcher process).
+    passes (timed_out), its watched folder outgrows the sandbox's limits or
+    leaves too little free space on the disk, or `cancel` is set by another
+    thread (stopped: "cancelled"). Whatever it started is killed with it and
+    reaped before it returns (killed processes count against the sandbox
+    user's process limit until then). `outside`: a trusted program that runs
+    argv itself, put in front of the sandbox's prefix, so that only argv runs
+    in the sandbox (tilelab-harness and a part's launcher process).
     `background`: at the lowest CPU priority (BACKGROUND_PREFIX), for work
     that may share the machine with another grading's timed calls.
     `on_line`: called from a reader thread with each line of stdout as it

@@ -1,20 +1,11 @@
 """Where and as whom student code runs.
 
-Every process that compiles or runs a student's code (the compiler, the
-harness, compute-sanitizer) is started through `Sandbox.wrap`:
-
-  - when the grader runs as root (as it does in Docker and on Gradescope),
-    as an unprivileged user (TILELAB_SANDBOX_USER, default tilelab-student),
-    with no supplementary groups, so it cannot read the answer key, the full
-    assignment (hidden cases) or the grader's results, nor write there;
-  - in a new network namespace with no interfaces, where the kernel allows
-    it (root; inside Docker the container's --network none does this job);
-  - with limits on processes (a fork bomb stops at the limit), open files,
-    file size and core dumps (prlimit);
-  - with a bare environment: nothing of the grader's variables leaks in.
-
-The time limit, the process group and the capped output are process.run's
-job; the disk quota of a run's directory is checked there too.
+Every process that compiles or runs student code goes through `Sandbox.wrap`:
+as an unprivileged user (TILELAB_SANDBOX_USER) with no supplementary groups
+when the grader is root, so it can neither read the key, the hidden cases or
+the results nor write there; in a network namespace with no interfaces where
+the kernel allows it; under prlimit; with a bare environment. Time limits,
+process groups, capped output and disk quotas are process.run's job.
 """
 
 from __future__ import annotations
@@ -59,7 +50,10 @@ class Sandbox:
         return self.user is not None
 
     def wrap(self, argv: list) -> list:
-        """argv, prefixed so that it runs inside the sandbox."""
+        """argv, prefixed so that it runs inside the sandbox: as its user
+        (root's gradings; default tilelab-student), without a network (inside
+        Docker, --network none does this job), with limits on processes (a
+        fork bomb stops there), open files, file size and core dumps."""
         prefix = []
         if self.isolate_network:
             prefix += ["unshare", "--net", "--"]

@@ -1,18 +1,11 @@
 """The grader's speed plumbing: work started early so that a command's user waits less.
 
-A module with something slow to get ready (templates to compile, a library
-to import) registers a step with `warm_up`; `prepare_in_background` runs
-every registered step once per process, in a daemon thread, while the GPU
-times the parts (the grading's while_timing). Not earlier: a thread that
-imports holds Python's lock most of the time, and the grading's own start
-(static checks, the build, starting its runs) is Python too.
-
-A step registers when its module is imported (outputs/rendering.py,
-outputs/roofline_plot.py; outputs/report.py imports both), so a caller
-imports the code whose work it wants ready before the grading starts.
-
-A step that fails is skipped: the code that needs its work meets the same
-failure later, in the main thread, and reports it there.
+A module with something slow to get ready (templates, a library to import)
+registers a step with `warm_up` when it is imported (outputs/rendering.py,
+outputs/roofline_plot.py); `prepare_in_background` runs every step once per
+process, in a daemon thread, while the GPU times the parts. A step that fails
+is skipped: the code that needs its work meets the failure in the main thread.
+The GPU probe is started even earlier (start_early, gpu_ceilings.probe_early).
 """
 
 from __future__ import annotations
@@ -37,7 +30,10 @@ def warm_up(step: Callable[[], None]) -> Callable[[], None]:
 
 def prepare_in_background() -> None:
     """Runs the registered steps in a thread, once per process: work that
-    the command would otherwise do at its end, on its critical path."""
+    the command would otherwise do at its end, on its critical path. Called
+    as the GPU times the parts (the grading's while_timing, grading/context.py),
+    not earlier: a thread that imports holds Python's lock most of the time,
+    and the grading's own start is Python too."""
     if _PREPARED.is_set():
         return
     _PREPARED.set()
@@ -74,5 +70,6 @@ def leave_objects_to_exit() -> None:
     """At exit Python runs its cycle collector over every object still alive
     before it tears its modules down, a cost at the end of every command once
     the plotting library is loaded; frozen, they are left to the process's
-    end, which frees them all at once (measured: docs/measurements.md)."""
+    end, which frees them all at once (measured: docs/measurements-archive.md,
+    "Fast feedback: CUDA contexts made cheaper and earlier")."""
     atexit.register(gc.freeze)

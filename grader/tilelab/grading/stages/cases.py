@@ -49,8 +49,9 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
     Racecheck finds shared-memory hazards only: when the correctness runs
     show that no launch of the part had shared memory, on the racecheck
     cases' sizes among others, its run is called off and the stage passes
-    for that reason (measured: racecheck costs about twice the naive part's
-    correctness run; docs/measurements.md)."""
+    for that reason (racecheck costs about twice the naive part's correctness
+    run; measured: docs/measurements-archive.md, "Fast feedback, continued:
+    fewer waits on the critical path")."""
     hangs = {s.part.id: threading.Event() for s in runnable}
     calls_off = {(s.part.id, tool): threading.Event() for s in runnable for tool in ("memcheck", "racecheck")}
     disturbed: set = set()
@@ -88,8 +89,9 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
     jobs = [(correctness, (s,)) for s in runnable]
     if g.options.sanitizers:
         # The longer runs first, so that none of them is left to start last
-        # when there are more runs than workers (measured: a racecheck run
-        # takes about twice a memcheck run; docs/measurements.md).
+        # when there are more runs than workers (a racecheck run takes about
+        # twice a memcheck run; measured: docs/measurements-archive.md, "Fast
+        # feedback: where a grading's time goes").
         for tool in ("racecheck", "memcheck"):
             for s in runnable:
                 entries = [(c.name, c) for c in s.part.cases[tool]]

@@ -1,13 +1,11 @@
 """`tilelab batch`: a whole class graded on this machine's GPUs, or on a Slurm cluster.
 
-- DIR holds one directory per student, named by the student's id; each is
-  graded as `tilelab grade` grades it, into OUT/<student>/ (scheduler).
-- A run can be stopped and started again: a submission whose OUT/<student>/.done
-  matches is not graded again; --force grades everything again (students).
-- OUT/gradebook.csv, rewritten after every submission, and the class
-  leaderboards collect the results (gradebook).
-- With --slurm nothing is graded here: an sbatch array script is written,
-  and --gradebook-only collects what its tasks wrote (slurm).
+- DIR holds one directory per student id, each graded as `tilelab grade`
+  grades it into OUT/<student>/ (scheduler); a matching OUT/<student>/.done
+  is not graded again unless --force (students).
+- OUT/gradebook.csv and the class leaderboards collect the results (gradebook).
+- With --slurm an sbatch array script is written, and --gradebook-only
+  collects what its tasks wrote (slurm).
 """
 
 from .gradebook import GRADED, GRADER_ERROR, collect_row, gradebook_only

@@ -3,12 +3,9 @@
 - OUT/gradebook.csv is rewritten whole after every submission, so an
   interruption loses nothing; its last column says when answers.yaml was
   missing or unreadable.
-- When a part is scored against cuBLAS, OUT/leaderboard.csv and
-  OUT/leaderboard.html rank the class on it (outputs/leaderboard.py), written
-  once every submission is graded (and by --gradebook-only).
-- Where the board shows aliases, OUT/.leaderboard-key holds the secret they
-  are drawn with: keep it, and every later run (and each student's report)
-  gives the same aliases.
+- For a part scored against cuBLAS, OUT/leaderboard.csv and .html rank the
+  class once every submission is graded; keep OUT/.leaderboard-key, the
+  secret the aliases are drawn with, and later runs give the same aliases.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Grading a class on this machine: workers per GPU, hand-ins in flight, run_batch.
 
-- Each GPU has `in_flight` workers, a pipeline: while one hand-in is timed,
-  with the GPU to itself, the others build on the CPU and then share the GPU
-  for their cases and sanitizers.
-- A worker's processes see only its GPU (CUDA_VISIBLE_DEVICES through the
-  sandbox), and each GPU has its own GpuLock, so a timing run never shares
-  its GPU while other GPUs keep grading.
-- Every hand-in's seed is drawn before grading starts, so the verdicts do
-  not depend on the order or the overlap.
-- Without a GPU, `jobs` workers grade everything that needs none (static
-  checks, build, questions).
+- Each GPU has `in_flight` workers: while one hand-in is timed, alone on the
+  GPU, the others build and then share the GPU for cases and sanitizers.
+- A worker's processes see only its GPU, which has its own GpuLock.
+- Every seed is drawn before grading starts: verdicts do not depend on order.
+- Without a GPU, `jobs` workers grade what needs none (static checks, build,
+  questions).
 """
 
 from __future__ import annotations

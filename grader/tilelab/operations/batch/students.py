@@ -2,13 +2,9 @@
 
 - A student is a directory of DIR whose name is safe and not one of batch's
   own files; DIR and OUT may not contain each other.
-- OUT/<student>/.done is written last, after every output, and holds the
-  submission's digest, the seed and what ran: the GPU stages or not, the
-  GPU's name and UUID, the calibration's fingerprint. An older marker,
-  without these, reads what ran from grade.json (gpu null: no GPU stages).
-- A matching marker is graded again only when it ran without a GPU and this
-  run has GPUs: a grading's targets are fractions of what the references
-  reach on its own GPU, so another GPU or calibration is no reason.
+- OUT/<student>/.done, written last, holds the submission's digest, the seed
+  and what ran (the GPU stages or not, the GPU, the calibration's
+  fingerprint); an older marker reads what ran from grade.json.
 """
 
 from __future__ import annotations
@@ -121,8 +117,10 @@ def _what_ran(detailed) -> dict:
 
 def regrade_reason(out: Path, gpus: list) -> Optional[str]:
     """Why a grading whose marker matches the files and the seed is graded
-    again by a run on `gpus` (find_gpus, --gpus), or None; the module's
-    docstring says why "graded before without a GPU" is the only reason."""
+    again by a run on `gpus` (find_gpus, --gpus), or None. "Graded before
+    without a GPU" is the only reason: a grading's targets are fractions of
+    what the references reach on its own GPU, so another GPU or calibration
+    is none."""
     ran = (_marker(out) or {}).get("gpu_stages")
     if not isinstance(ran, bool):  # a marker from before it was recorded
         ran = _what_ran(_read_json(out / "grade.json"))["gpu_stages"]
