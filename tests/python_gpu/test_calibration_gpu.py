@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.grading import calibration, roofline
+from tilelab.grading import calibration
+from tilelab.grading import gpu_ceilings as roofline
 from tilelab.grading.model import NO_TARGETS, NO_TARGETS_NOTE
 from tilelab.grading.options import GradeOptions
 from tilelab.grading.pipeline import grade
