@@ -74,15 +74,18 @@ def run_grading(submission: Path, options: GradeOptions, outputs: Outputs = GRAD
 
     out_dir = options.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
+    # The reports' warm-up shortens a lone grading's end; beside other
+    # gradings (a shared GPU lock) it would only take a core from a part
+    # being timed.
+    warm_up = prepare_in_background if outputs.reports and gpu_lock is None else None
     if outputs.results is None:
-        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock,
-                                  prepare_in_background if outputs.reports else None)
+        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, warm_up)
         return Outcome(EXIT_GRADED, result=result)
     error_results = prairielearn.error_results if outputs.results == "prairielearn" else gradescope.error_results
     results_path = out_dir / "results.json"
     echo = echo or print
     try:
-        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, prepare_in_background)
+        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, warm_up)
     except BaseException as exc:  # noqa: BLE001 - the results file must exist whatever went wrong
         write_results(error_results(traceback.format_exc()), results_path)
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
