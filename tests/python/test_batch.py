@@ -20,7 +20,7 @@ import tilelab.grading.pipeline
 from tilelab.cli import main
 from tilelab.operations import batch
 from tilelab.operations.batch import GRADED, GRADER_ERROR, BatchError, run_batch
-from tilelab.operations.batch.scheduler import _workers
+from tilelab.operations.batch.scheduler import worker_slots
 from tilelab.operations.batch.students import _what_ran
 from tilelab.outputs.gradescope import error_results
 from tilelab.spec.assignment import load_assignment
@@ -441,20 +441,20 @@ def test_gpus_from_cuda_visible_devices_nvidia_smi_or_the_command_line(monkeypat
 
 def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
     base = Sandbox(extra_env={"KEEP": "1"})
-    workers = _workers(["0", "2"], 5, base)
+    workers = worker_slots(["0", "2"], 5, base)
     assert [w.label for w in workers] == ["GPU 0", "GPU 2"]
     assert [w.sandbox.extra_env for w in workers] == [{"KEEP": "1", "CUDA_VISIBLE_DEVICES": "0"},
                                                       {"KEEP": "1", "CUDA_VISIBLE_DEVICES": "2"}]
     assert workers[0].sandbox.env(Path("/tmp"))["CUDA_VISIBLE_DEVICES"] == "0"
     assert workers[0].gpu_lock is not workers[1].gpu_lock
-    without = _workers([], 3, base)
+    without = worker_slots([], 3, base)
     assert len(without) == 3 and len({id(w.gpu_lock) for w in without}) == 1
     assert all(w.sandbox == base for w in without)
 
 
 def test_hand_ins_in_flight_on_one_gpu_share_its_lock_and_only_its_gpu():
     base = Sandbox()
-    workers = _workers(["0", "2"], 1, base, in_flight=3)
+    workers = worker_slots(["0", "2"], 1, base, in_flight=3)
     assert [w.label for w in workers] == ["GPU 0.1", "GPU 0.2", "GPU 0.3", "GPU 2.1", "GPU 2.2", "GPU 2.3"]
     assert len({id(w.gpu_lock) for w in workers[:3]}) == 1 and workers[0].gpu_lock is not workers[3].gpu_lock
     assert {w.sandbox.extra_env["CUDA_VISIBLE_DEVICES"] for w in workers[3:]} == {"2"}
@@ -591,7 +591,7 @@ def test_gradings_side_by_side_get_a_sandbox_user_each_or_fewer_at_a_time():
         pytest.skip("skipped: the sandbox users are made by scripts/secure-checkout as root")
     base = Sandbox(user=users[0].pw_name, uid=users[0].pw_uid, gid=users[0].pw_gid)
     assert batch.in_flight_for(["0", "1"], base, None) == (3, None)
-    workers = _workers(["0", "1"], 1, base, in_flight=3)
+    workers = worker_slots(["0", "1"], 1, base, in_flight=3)
     assert len({w.sandbox.uid for w in workers}) == 6
     assert [w.sandbox.user for w in workers[:2]] == ["tilelab-student", "tilelab-student-2"]
     fewer, note = batch.in_flight_for(["0", "1", "2"], base, None)

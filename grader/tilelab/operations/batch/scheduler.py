@@ -88,7 +88,7 @@ def parse_gpus(text: str) -> list:
     return gpus
 
 
-def _workers(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1) -> list:
+def worker_slots(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1) -> list:
     """With GPUs: `in_flight` workers per GPU, sharing its lock, each with a
     sandbox user of its own where there are enough (sandbox.side_by_side);
     without: `jobs` workers sharing one lock (should a GPU be there after
@@ -220,7 +220,7 @@ def run_batch(
     in_flight, note = in_flight_for(gpus, sandbox, in_flight)
     if note:
         log(note)
-    workers = _workers(gpus, jobs, sandbox, in_flight)
+    workers = worker_slots(gpus, jobs, sandbox, in_flight)
     part_ids = [p.id for p in assignment.parts]
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = _ClassGrading(
