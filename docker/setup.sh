@@ -82,6 +82,12 @@ step_project() {
   chmod -R a+rX,go-w .
   chmod -R o-rwx key references
   chmod o-rwx assignment.yaml
+  # The grading service's URL and the course token (tilelab dist autograder
+  # --service): read by the forwarder, which runs as root, and by no one else.
+  if [ -f service.json ]; then
+    [ "$(id -u)" -ne 0 ] || chown root:root service.json
+    chmod 0600 service.json
+  fi
 
   bash scripts/python-env --grader
   .venv/bin/tilelab --help >/dev/null  # fails here, not at the first submission, if a package is missing

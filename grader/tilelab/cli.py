@@ -222,27 +222,28 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer for a faster answer.")
 @click.option("--fast", is_flag=True, help="Only build and run the public cases: no compute-sanitizer, no timing "
                                            "(the quickest answer while you edit; those stages show as not run).")
+@click.option("--remote", is_flag=True, help="Check on the grading service (tilelab-service.yaml, TILELAB_SERVICE_*).")
 @click.pass_context
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None, out_dir: str | None,
-          no_sanitizers: bool, fast: bool) -> None:
-    """Run the public cases of one part (or all) on this machine's GPU.
-
-    PART is a part's id or its file (naive, naive.cu, starter/naive.cu), or
-    answers.yaml alone; without PART every part and answers.yaml."""
+          no_sanitizers: bool, fast: bool, remote: bool) -> None:
+    """Run the public cases of PART (naive, naive.cu, answers.yaml; default: all) on this GPU, or on the service."""
     root = _root(ctx.obj["root"])
-    build = _build_dir(root, build_dir)
+    build = _build_path(root, build_dir) if remote else _build_dir(root, build_dir)
     assignment = _load(root)
     part_ids, answers_only, file_dir = _check_target(assignment, part)
-    if not answers_only:
+    if not answers_only and not remote:
         _warm_up(build)
     from .grading.options import GradeOptions
     from .operations.grading_run import CHECK, run_grading
+    from .operations.service.forward import remote_check
     from .outputs.check_view import check_passed, print_check
 
     if work_dir and file_dir and Path(work_dir).resolve() != file_dir:
         raise click.UsageError(f"{part} is not in --dir {work_dir}: name the part alone, or drop --dir")
     submission = Path(work_dir).resolve() if work_dir else file_dir or root / "starter"
     out = _out_path(out_dir, build, "check")
+    if remote:
+        sys.exit(remote_check(root, submission, out, part_ids, answers_only))
     options = GradeOptions.for_tree(root, build, out, mode="check", parts=part_ids, answers_only=answers_only,
                                     questions=part is None, sanitizers=not (no_sanitizers or fast), timing=not fast)
     result = run_grading(submission, options, CHECK, progress=lambda m: click.echo(f"... {m}", err=True)).result
@@ -252,8 +253,7 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
 
 
 def _check_target(assignment: Assignment, name: str | None) -> tuple:
-    """(part ids, answers.yaml alone?, the folder of a file named by its path
-    or None) for what `check` was asked to check."""
+    """(part ids, answers.yaml alone?, the folder of a file named by its path or None) for `check`."""
     if name is None:
         return (), False, None
     path = Path(name)
@@ -377,8 +377,10 @@ def handout(ctx: click.Context, variant: str, build_dir: str | None, out_dir: st
 @click.argument("bundle", type=click.Choice(["student", "autograder"]))
 @_BUILD_OPTION
 @_out_option("the bundle (tilelab-NAME-student.tar.gz or tilelab-NAME-autograder.zip)", "dist")
+@click.option("--service", "service_url", default=None, help="The grading service's URL, for the bundle to use.")
+@click.option("--service-token-file", default=None, help="The course token (autograder) [env TILELAB_SERVICE_TOKEN].")
 @click.pass_context
-def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | None) -> None:
+def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | None, **service: str | None) -> None:
     """Build the student tarball or the Gradescope autograder zip."""
     from .authoring.dist import autograder_bundle, bundle_name, refuse_edited_starter, student_bundle
 
@@ -390,14 +392,13 @@ def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | 
     if bundle == "student":
         from .authoring.handout import write_handouts
 
-        handout_dir = out / "handout"
         click.echo("... the handout (Markdown, HTML, PDF)", err=True)
-        write_handouts(assignment, root, handout_dir, variant="student")
-        made = student_bundle(root, out / bundle_name(assignment, bundle), handout_dir)
+        write_handouts(assignment, root, out / "handout", variant="student")
+        made = student_bundle(root, out / bundle_name(assignment, bundle), out / "handout", **service)
     else:
         made = autograder_bundle(root, out / bundle_name(assignment, bundle),
                                  objects_tree=build / "dist" / "reference-objects",
-                                 progress=lambda m: click.echo(f"... {m}", err=True))
+                                 progress=lambda m: click.echo(f"... {m}", err=True), **service)
     click.echo(f"wrote {made} ({made.stat().st_size / 1e6:.1f} MB)")
 
 
@@ -420,6 +421,79 @@ def gates(ctx: click.Context, build_dir: str | None, out_dir: str | None, which:
     outcome = gates_outcome(which, results)
     click.echo(outcome.summary)
     sys.exit(outcome.exit_code)
+
+
+_SERVICE_DATA = click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+                             help="The service's folder: the embedded database, scratch (default: BUILD/service).")
+_DATABASE_URL = click.option("--database-url", envvar="TILELAB_DATABASE_URL", default=None,
+                             help="The course's PostgreSQL [env TILELAB_DATABASE_URL] (default: the embedded one "
+                                  "`tilelab serve` started in --data-dir).")
+
+
+@main.command()
+@_BUILD_OPTION
+@_SERVICE_DATA
+@_DATABASE_URL
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The service's settings (YAML): limits, host, port, database_url.")
+@click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port [default: 8408].")
+@click.pass_context
+def serve(ctx: click.Context, build_dir: str | None, data_dir: str | None, database_url: str | None,
+          config_file: str | None, host: str | None, port: int | None) -> None:
+    """Run the grading service's gateway: the HTTP API and the queue in PostgreSQL."""
+    import dataclasses
+
+    from .operations.service import run as service
+    from .operations.service.config import load_config
+
+    root = _root(ctx.obj["root"])
+    config = load_config(Path(config_file) if config_file else None,
+                         Path(data_dir) if data_dir else _build_path(root, build_dir) / "service")
+    changes = {k: v for k, v in (("host", host), ("port", port), ("database_url", database_url)) if v is not None}
+    service.serve(dataclasses.replace(config, **changes), root, click.echo)
+
+
+@main.command()
+@_BUILD_OPTION
+@_SERVICE_DATA
+@_DATABASE_URL
+@click.option("--gpu", default=None, help="The GPU to grade on, as CUDA_VISIBLE_DEVICES names it (default: none: "
+                                          "the GPU stages are reported as not run).")
+@click.option("--in-flight", type=click.IntRange(min=1), default=None,
+              help="Submissions graded at once on the GPU, as for `tilelab batch` [default: 3].")
+@click.option("--stalled-after", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds without a heartbeat after which another worker's jobs are taken up again.")
+@click.pass_context
+def worker(ctx: click.Context, build_dir: str | None, data_dir: str | None, database_url: str | None,
+           gpu: str | None, in_flight: int | None, stalled_after: float) -> None:
+    """Grade the service's queue on one GPU (start one per GPU, on any host)."""
+    from .operations.service import run as service
+
+    root = _root(ctx.obj["root"])
+    build = _build_dir(root, build_dir)
+    service.work(root, build, Path(data_dir) if data_dir else build / "service", database_url, gpu, in_flight,
+                 stalled_after)
+
+
+@main.command()
+@_BUILD_OPTION
+@_SERVICE_DATA
+@_DATABASE_URL
+@click.argument("role", type=click.Choice(["student", "course", "staff"]))
+@click.argument("student", required=False)
+@click.option("--label", default="", help="A note for staff (who it was given to).")
+@click.pass_context
+def token(ctx: click.Context, build_dir: str | None, data_dir: str | None, database_url: str | None, role: str,
+          student: str | None, label: str) -> None:
+    """Make a service token: `student ID`, `course` (the platforms' forwarders) or `staff`; printed once."""
+    from .operations.service import run as service
+
+    if (role == "student") != bool(student):
+        raise click.UsageError("a student token names its student (token student ID); the others name none")
+    root = _root(ctx.obj["root"])
+    folder = Path(data_dir) if data_dir else _build_path(root, build_dir) / "service"
+    click.echo(service.new_token(folder, database_url, role, student, label))
 
 
 if __name__ == "__main__":

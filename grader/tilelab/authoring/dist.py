@@ -6,13 +6,20 @@ student     a tarball a student unpacks and builds on a GPU machine: starter,
 autograder  the Gradescope zip: its entry points, the grader, every case, the
             key and the references compiled; no solution source.
 Each is made from a list of what belongs in it, so a new file leaks into neither.
+With --service URL the student bundle holds the grading service's URL
+(tilelab-service.yaml: `check --remote`; never a token) and the autograder
+zip its URL and the course token (service.json, mode 0600: setup.sh keeps it
+root's), which its entry points forward to where they have no GPU.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import os
 import tarfile
 import time
+import urllib.parse
 import zipfile
 from pathlib import Path
 from typing import Callable, Optional
@@ -37,6 +44,9 @@ BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/r
 STUDENT_FILES = BUILD_FILES + ("scripts/bootstrap", "scripts/secure-checkout", "docs/harness.md",
                                "docs/colab.ipynb", REFERENCE_GPU_PATH)
 AUTOGRADER_ENTRY_POINTS = ("docker/setup.sh", "docker/run_autograder", "docker/run_prairielearn")
+# The grading service's settings in each bundle (operations/service/forward.py reads them).
+STUDENT_SERVICE_FILE, AUTOGRADER_SERVICE_FILE = "tilelab-service.yaml", "service.json"
+TOKEN_ENV, DEADLINE_ENV = "TILELAB_SERVICE_TOKEN", "TILELAB_SERVICE_DEADLINE_S"
 _SKIP_NAMES = ("__pycache__", ".pytest_cache")
 _SKIP_SUFFIXES = (".pyc", ".egg-info")
 # Files are stored with this time, so two builds of the same tree give the same bundle.
@@ -90,6 +100,33 @@ def refuse_edited_starter(root: Path, assignment) -> None:
             "`tilelab starter` to regenerate starter/, and build the bundle again.")
 
 
+def _service_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise DistError(f"--service {url!r} is not a URL: give the grading service's, as http(s)://HOST[:PORT]")
+    return url
+
+
+def _service_json(url: str, token_file: Optional[str]) -> bytes:
+    """The autograder's service.json: the URL, the course token (--service-token-file, else
+    $TILELAB_SERVICE_TOKEN) and, from $TILELAB_SERVICE_DEADLINE_S, how long a forwarder waits."""
+    try:
+        token = Path(token_file).read_text().strip() if token_file else os.environ.get(TOKEN_ENV, "").strip()
+    except OSError as e:
+        raise DistError(f"--service-token-file {token_file}: {e.strerror}") from None
+    if not token:
+        raise DistError(f"--service needs the course token (`tilelab token course`): give --service-token-file "
+                        f"FILE or set {TOKEN_ENV}")
+    settings = {"url": _service_url(url), "token": token}
+    deadline = os.environ.get(DEADLINE_ENV)
+    if deadline:
+        if not deadline.isdigit() or int(deadline) < 1:
+            raise DistError(f"{DEADLINE_ENV}={deadline!r}: give the seconds a forwarder may wait, a whole number")
+        settings["deadline_s"] = int(deadline)
+    return (json.dumps(settings, indent=2) + "\n").encode()
+
+
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
@@ -98,8 +135,13 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) 
     tar.addfile(info, io.BytesIO(data))
 
 
-def student_bundle(root: Path, out: Path, handout_dir: Path) -> Path:
-    """Writes the student tarball to `out` (a .tar.gz); the handout files come from handout_dir."""
+def student_bundle(root: Path, out: Path, handout_dir: Path, service_url: Optional[str] = None,
+                   service_token_file: Optional[str] = None) -> Path:
+    """Writes the student tarball to `out` (a .tar.gz); the handout files come from handout_dir.
+    `service_url`: the grading service's, in tilelab-service.yaml (students add their own tokens)."""
+    if service_token_file:
+        raise DistError("a student bundle never holds a token (each student uses their own, TILELAB_SERVICE_TOKEN): "
+                        "drop --service-token-file")
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     refuse_edited_starter(root, assignment)
     prefix = f"tilelab-{assignment.name}"
@@ -114,15 +156,25 @@ def student_bundle(root: Path, out: Path, handout_dir: Path) -> Path:
         _add_bytes(tar, f"{prefix}/README.md", (root / "docs" / "student-README.md").read_bytes())
         for h in handouts:
             _add_bytes(tar, f"{prefix}/handout/{h.name}", h.read_bytes())
+        if service_url:
+            _add_bytes(tar, f"{prefix}/{STUDENT_SERVICE_FILE}",
+                       f"# The course's grading service, for `tilelab check --remote`. Your token goes in the\n"
+                       f"# environment ({TOKEN_ENV}=...) or here (token: ...); keep it to yourself.\n"
+                       f"url: {json.dumps(_service_url(service_url))}\n".encode())
     check_student_bundle(out)
     return out
 
 
 def autograder_bundle(root: Path, out: Path, objects_tree: Optional[Path] = None,
-                      progress: Optional[Callable[[str], None]] = None) -> Path:
+                      progress: Optional[Callable[[str], None]] = None, service_url: Optional[str] = None,
+                      service_token_file: Optional[str] = None) -> Path:
     """Writes the Gradescope autograder zip to `out`. The references are
     compiled in `objects_tree` (default ROOT/build/dist/reference-objects),
-    which is kept for the next bundle; `progress` hears how that goes."""
+    which is kept for the next bundle; `progress` hears how that goes.
+    `service_url`: the grading service its entry points forward to (_service_json)."""
+    if service_token_file and not service_url:
+        raise DistError("--service-token-file without --service: give the grading service's URL too")
+    service = _service_json(service_url, service_token_file) if service_url else None
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     refuse_edited_starter(root, assignment)
     if not (root / ANSWER_KEY_FILE).exists():
@@ -150,6 +202,8 @@ def autograder_bundle(root: Path, out: Path, objects_tree: Optional[Path] = None
         add(BUNDLED_ANSWER_KEY_FILE, (root / ANSWER_KEY_FILE).read_bytes(), 0o644)
         for part_id, path in objects.items():
             add(f"{COMPILED_REFERENCES_DIR}/{part_id}.o", path.read_bytes(), 0o644)
+        if service is not None:
+            add(AUTOGRADER_SERVICE_FILE, service, 0o600)  # the course token: root's alone (setup.sh)
     check_autograder_bundle(out, [p.id for p in assignment.parts])
     return out
 
@@ -172,10 +226,15 @@ def check_student_bundle(tarball: Path) -> None:
                 raise DistError(f"student bundle holds {name}")
             if name.endswith(".o"):
                 raise DistError(f"student bundle holds compiled code: {name}")
+            if name.endswith("/" + AUTOGRADER_SERVICE_FILE):
+                raise DistError(f"student bundle holds the autograder's service settings: {name}")
         for member in tar.getmembers():
             if member.isfile() and _holds_solution_region(member.name, lambda: tar.extractfile(member).read()):
                 raise DistError(f"student bundle: {member.name} holds a solution region")
         shipped = yaml.safe_load(tar.extractfile(next(n for n in names if n.endswith("/" + ASSIGNMENT_FILE))).read())
+        service = next((n for n in names if n.endswith("/" + STUDENT_SERVICE_FILE)), None)
+        if service and "token" in (yaml.safe_load(tar.extractfile(service).read()) or {}):
+            raise DistError(f"student bundle: {service} holds a token")
     for part in shipped["parts"]:
         if part["cases"]["hidden"]:
             raise DistError(f"student bundle: part {part['id']} lists hidden cases")
@@ -190,6 +249,8 @@ def check_autograder_bundle(zip_path: Path, part_ids: list) -> None:
         for needed in ("setup.sh", "run_autograder", BUNDLED_ANSWER_KEY_FILE, ASSIGNMENT_FILE, *references):
             if needed not in names:
                 raise DistError(f"autograder zip lacks {needed}")
+        if AUTOGRADER_SERVICE_FILE in names and (z.getinfo(AUTOGRADER_SERVICE_FILE).external_attr >> 16) & 0o077:
+            raise DistError(f"autograder zip: {AUTOGRADER_SERVICE_FILE} (the course token) is open to other users")
         for name in names:
             if name.startswith("solutions/"):
                 raise DistError(f"autograder zip holds {name}")

@@ -1,0 +1,1 @@
+"""The grading service: a gateway, a queue in PostgreSQL, and GPU workers."""
