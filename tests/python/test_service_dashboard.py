@@ -303,6 +303,44 @@ def test_a_post_without_the_csrf_token_is_refused(staff, service):
     assert staff.inner_text("h1") == "Overview"  # the refused logout ended nothing
 
 
+def test_publishing_shows_students_their_hidden_results_and_withdrawing_hides_them(staff, service):
+    """A graded submission's results with hidden tests (the grader's own
+    results.json of a tiled part, made from a measured result): the student
+    reads the visible tests only until staff press Publish."""
+    import json
+
+    from grade_fixtures import grade_result, passing_tiled
+
+    from tilelab.outputs.gradescope import results_json
+    from tilelab.spec.assignment import load_assignment
+
+    full = results_json(grade_result(passing_tiled()), load_assignment(ROOT / "assignment.yaml"))
+    assert any(t["visibility"] != "visible" for t in full["tests"])
+    submission = submit(service, service["tokens"]["course"], student="pat")
+    with database(service) as conn:
+        conn.execute("UPDATE tilelab_submissions SET state = 'done', finished_at = now() WHERE id = %s", (submission,))
+        conn.execute("INSERT INTO tilelab_results (submission, score, max_score, results_json, prairielearn, report_md, "
+                     "report_html, grade_json, graded_by) VALUES (%s, %s, %s, %s, '{}', '', '', '{}', 'test')",
+                     (submission, full["score"], 131, json.dumps(full)))
+        conn.execute("INSERT INTO tilelab_tokens (token_hash, role, student) VALUES (%s, 'student', 'pat')",
+                     (hashlib.sha256(b"pat-token").hexdigest(),))
+
+    def read() -> dict:
+        status, body, _ = service["client"].call("GET", f"/api/v1/submissions/{submission}/results.json", "pat-token")
+        assert status == 200
+        return json.loads(body)
+
+    assert "score" not in read() and len(read()["tests"]) < len(full["tests"])
+    staff.goto("/staff")
+    staff.get_by_role("button", name="Publish the hidden results").click()
+    assert "Published" in staff.inner_text("body")
+    assert read()["tests"] == full["tests"] and read()["score"] == full["score"]
+    staff.get_by_role("button", name="Withdraw the hidden results").click()
+    assert "Not published" in staff.inner_text("body") and "score" not in read()
+    answer = staff.request.post("/staff/publish", form={"publish": "yes"}, max_redirects=0)
+    assert answer.status == 403 and "score" not in read()  # no CSRF token: nothing published
+
+
 def test_logging_out_ends_the_session_on_the_server(browser, service):
     page = new_page(browser, service)
     sign_in(page, service["tokens"]["staff"])

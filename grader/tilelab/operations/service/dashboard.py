@@ -174,6 +174,23 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits) -> None:
         answer.delete_cookie(SESSION_COOKIE, path="/staff", httponly=True, samesite="strict")
         return answer
 
+    @app.post("/staff/publish", include_in_schema=False)
+    async def publish(request: Request):
+        """Publishes the hidden results to students, or withdraws them (form field publish=yes|no)."""
+        form = await form_of(request)
+
+        def work():
+            with state["pool"].connection() as conn:
+                session = session_of(conn, request)
+                if session is None:
+                    return to_login()
+                if not csrf_ok(session, form):
+                    return refused_form(session)
+                records.publish(conn, session["token_hash"], (form or {}).get("publish") == "yes")
+            return RedirectResponse("/staff", status_code=303, headers=PAGE_HEADERS)
+
+        return await run_in_threadpool(work)
+
     # ------------------------------------------------------------ pages
 
     @app.get("/staff", include_in_schema=False)
@@ -335,7 +352,8 @@ def overview_of(conn) -> dict:
         "SELECT s.id, s.student, s.mode, s.state, s.stage, s.created_at, extract(epoch FROM now() - s.created_at) "
         "AS age_s, r.score, r.max_score FROM tilelab_submissions s LEFT JOIN tilelab_results r "
         "ON r.submission = s.id ORDER BY s.created_at DESC LIMIT %s", (RECENT,)))
-    return {"queue": list(queue.values()), "workers": workers, "failures": failures, "recent": recent}
+    return {"queue": list(queue.values()), "workers": workers, "failures": failures, "recent": recent,
+            "published": records.published(conn)}
 
 
 def submissions_of(conn, student: str) -> list:

@@ -34,8 +34,8 @@ RESULT_FILES = {
     "grade.json": ("grade_json", "application/json"),
 }
 STUDENT_ID = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
-HIDDEN_NOTE = ("Some tests, and the total, are shown here once the course staff publish the grades; the "
-               "course staff see them now.")
+HIDDEN_NOTE = ("Some tests, and the total, are shown here once the course staff publish the grades (the "
+               "dashboard's Publish); the course staff see them now.")
 
 
 def for_student(results_json: str) -> str:
@@ -199,6 +199,7 @@ def create_app(config: ServiceConfig, database_url: str, root):
             who = caller(conn, authorization)
             row = readable(conn, who, submission_id)
             result = records.result_row(conn, submission_id)
+            published = records.published(conn)
         # grade.json holds every case, the hidden ones too: a student reads it of a check only.
         if name == "grade.json" and who.role == "student" and row["mode"] != "check":
             refuse(404, "no_such_file", "grade.json of a graded submission is for the course staff")
@@ -210,7 +211,7 @@ def create_app(config: ServiceConfig, database_url: str, root):
             refuse(404, "no_such_file", f"this grading has no {name}")
         if media == "application/json" and not isinstance(value, (str, bytes)):
             value = json.dumps(value)
-        if name == "results.json" and who.role == "student":
+        if name == "results.json" and who.role == "student" and not published:
             value = for_student(value)
         if name == "grade.json" and who.role == "student":
             value = grade_json_for_student(value)

@@ -150,3 +150,17 @@ def cancel(conn, app, submission_id: str) -> str:
                      "WHERE id = %s AND state = 'queued'", (submission_id,))
         return "cancelled"
     return submission_row(conn, submission_id)["state"]
+
+
+def published(conn) -> bool:
+    """Whether staff published the hidden results to students."""
+    return conn.execute("SELECT count(*) FROM tilelab_publication").fetchone()[0] > 0
+
+
+def publish(conn, token_hash: str, on: bool) -> None:
+    """Publishes the hidden results to students (on), or withdraws them."""
+    if on:
+        conn.execute("INSERT INTO tilelab_publication (token_hash) VALUES (%s) ON CONFLICT (only_row) DO NOTHING",
+                     (token_hash,))
+    else:
+        conn.execute("DELETE FROM tilelab_publication")

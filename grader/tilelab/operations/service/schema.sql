@@ -74,3 +74,11 @@ CREATE TABLE IF NOT EXISTS tilelab_workers (
     started_at   timestamptz NOT NULL DEFAULT now(),
     last_seen    timestamptz NOT NULL DEFAULT now()
 );
+
+-- Whether the hidden results are published: until a staff member publishes
+-- them, a student reads only what Gradescope would show before publication.
+CREATE TABLE IF NOT EXISTS tilelab_publication (
+    only_row      boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    published_at  timestamptz NOT NULL DEFAULT now(),
+    token_hash    text NOT NULL REFERENCES tilelab_tokens (token_hash)
+);
