@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import secrets
-import uuid
 from datetime import timezone
 from pathlib import Path
 from typing import Optional
@@ -33,7 +32,6 @@ from starlette.concurrency import run_in_threadpool
 from ...grading.options import fresh_seed
 from . import records
 from .config import Limits
-from .queue import QUEUE, TASK
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SESSION_COOKIE = "tilelab_staff"
@@ -174,9 +172,9 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits) -> None:
         answer.delete_cookie(SESSION_COOKIE, path="/staff", httponly=True, samesite="strict")
         return answer
 
-    @app.post("/staff/publish", include_in_schema=False)
-    async def publish(request: Request):
-        """Publishes the hidden results to students, or withdraws them (form field publish=yes|no)."""
+    async def staff_form(request: Request, act):
+        """A staff form's POST: the session and its CSRF token checked, then
+        act(conn, session, form) answers, in a worker thread."""
         form = await form_of(request)
 
         def work():
@@ -186,10 +184,18 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits) -> None:
                     return to_login()
                 if not csrf_ok(session, form):
                     return refused_form(session)
-                records.publish(conn, session["token_hash"], (form or {}).get("publish") == "yes")
-            return RedirectResponse("/staff", status_code=303, headers=PAGE_HEADERS)
+                return act(conn, session, form)
 
         return await run_in_threadpool(work)
+
+    @app.post("/staff/publish", include_in_schema=False)
+    async def publish(request: Request):
+        """Publishes the hidden results to students, or withdraws them (form field publish=yes|no)."""
+        def act(conn, session, form):
+            records.publish(conn, session["token_hash"], form.get("publish") == "yes")
+            return RedirectResponse("/staff", status_code=303, headers=PAGE_HEADERS)
+
+        return await staff_form(request, act)
 
     # ------------------------------------------------------------ pages
 
@@ -240,33 +246,26 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits) -> None:
     # ------------------------------------------------------------ regrades
 
     async def regrade(request: Request, chosen):
-        """Checks the session and form, then queues the submissions `chosen(conn)` returns."""
-        form = await form_of(request)
-
-        def work():
-            with state["pool"].connection() as conn:
-                session = session_of(conn, request)
-                if session is None:
-                    return to_login()
-                if not csrf_ok(session, form):
-                    return refused_form(session)
-                seed = form.get("seed")
-                if seed not in ("same", "new"):
-                    return message(400, "Which seed?", "Choose 'same seed' or 'new seed'.", session)
-                sources, priority, problem = chosen(conn, form)
-                if problem:
-                    return message(problem[0], problem[1], problem[2], session)
-                queued, replaced = [], []
-                for source in sources:
-                    new, older = queue_regrade(conn, state["queue"], source, session["token_hash"],
+        """Queues the submissions `chosen(conn, form)` returns, with the seed the form chose."""
+        def act(conn, session, form):
+            seed = form.get("seed")
+            if seed not in ("same", "new"):
+                return message(400, "Which seed?", "Choose 'same seed' or 'new seed'.", session)
+            sources, priority, problem = chosen(conn, form)
+            if problem:
+                return message(problem[0], problem[1], problem[2], session)
+            queued, replaced = [], []
+            for source in sources:
+                new = records.queue_submission(conn, state["queue"], source["student"], "grade",
+                                               source["handin"], session["token_hash"],
                                                source["seed"] if seed == "same" else fresh_seed(), priority)
-                    queued.append({**source, "new": new})
-                    replaced += older
-                conn.commit()  # the new submissions and their jobs, before older queued ones are cancelled
-                records.replace_older(conn, state["queue"], tuple(replaced))
+                queued.append({**source, "new": new.id})
+                replaced += new.replaced
+            conn.commit()  # the new submissions and their jobs, before older queued ones are cancelled
+            records.replace_older(conn, state["queue"], tuple(replaced))
             return page("regraded.html.j2", session=session, queued=queued, seed=seed)
 
-        return await run_in_threadpool(work)
+        return await staff_form(request, act)
 
     @app.post("/staff/submissions/{submission_id}/regrade", include_in_schema=False)
     async def regrade_one(request: Request, submission_id: str):
@@ -305,23 +304,6 @@ def _new_session(pool, token: str) -> tuple:
                      "VALUES (%s, %s, %s, now() + make_interval(hours => %s))",
                      (records.hash_token(value), found.token_hash, secrets.token_urlsafe(24), SESSION_HOURS))
     return value, found
-
-
-def queue_regrade(conn, queue, source: dict, token_hash: str, seed: int, priority: int) -> tuple:
-    """A grade-mode submission of `source`'s hand-in for its student, and its
-    job, in the caller's transaction (which commits both or neither). Returns
-    (its id, the older queued grade-mode submissions of that student as
-    records.replace_older takes them, to cancel once committed)."""
-    submission = uuid.uuid4()
-    conn.execute("INSERT INTO tilelab_submissions (id, student, mode, handin, token_hash, seed, state) "
-                 "VALUES (%s, %s, 'grade', %s, %s, %s, 'queued')",
-                 (submission, source["student"], source["handin"], token_hash, seed))
-    job_id = queue.configure_task(name=TASK, queue=QUEUE, priority=priority, connection=conn).defer(
-        submission=str(submission))
-    conn.execute("UPDATE tilelab_submissions SET job_id = %s WHERE id = %s", (job_id, submission))
-    older = conn.execute("SELECT id, job_id FROM tilelab_submissions WHERE student = %s AND mode = 'grade' "
-                         "AND state = 'queued' AND id <> %s", (source["student"], submission)).fetchall()
-    return str(submission), [(str(i), j) for i, j in older]
 
 
 def latest_grades(conn) -> list:

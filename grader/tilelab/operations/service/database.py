@@ -26,6 +26,10 @@ class Database:
         self.url = url
         self._server = server
 
+    @property
+    def embedded(self) -> bool:
+        return self._server is not None
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()

@@ -78,10 +78,19 @@ def accept(conn, app, caller: Caller, student: str, mode: str, hand_in: HandIn, 
     conn.execute("INSERT INTO tilelab_handins (digest, content, checksum, size) VALUES (%s, %s, %s, %s) "
                  "ON CONFLICT (digest) DO NOTHING",
                  (hand_in.digest, content, hashlib.sha256(content).hexdigest(), len(content)))
+    return queue_submission(conn, app, student, mode, hand_in.digest, caller.token_hash, seed, priority,
+                            idempotency_key)
+
+
+def queue_submission(conn, app, student: str, mode: str, digest: str, token_hash: str, seed: int, priority: int,
+                     idempotency_key: Optional[str] = None) -> Accepted:
+    """A submission of a stored hand-in and its job, in the caller's
+    transaction; with the older queued submissions of the same student and
+    mode, for replace_older once it is committed."""
     submission = uuid.uuid4()
     conn.execute("INSERT INTO tilelab_submissions (id, student, mode, handin, token_hash, idempotency_key, seed, "
                  "state) VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued')",
-                 (submission, student, mode, hand_in.digest, caller.token_hash, idempotency_key, seed))
+                 (submission, student, mode, digest, token_hash, idempotency_key, seed))
     job_id = app.configure_task(name=TASK, queue=QUEUE, priority=priority, connection=conn).defer(
         submission=str(submission))
     conn.execute("UPDATE tilelab_submissions SET job_id = %s WHERE id = %s", (job_id, submission))

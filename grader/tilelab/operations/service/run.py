@@ -20,7 +20,7 @@ def serve(config: ServiceConfig, root: Path, echo: Callable[[str], None]) -> Non
     database = open_database(config.data_dir, config.database_url)
     try:
         echo(f"tilelab serve: http://{config.host}:{config.port}/api/v1 (the API: /docs); "
-             f"database {'embedded under ' + str(config.data_dir / 'postgres') if database._server else 'given'}")
+             f"database {'embedded under ' + str(config.data_dir / 'postgres') if database.embedded else 'given'}")
         uvicorn.run(create_app(config, database.url, root), host=config.host, port=config.port,
                     log_level="warning")
     finally:

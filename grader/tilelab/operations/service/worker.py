@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import logging
 import os
@@ -174,7 +175,7 @@ class Worker:
 
         hand_in, out = tmp / "hand-in", tmp / "out"
         hand_in.mkdir()
-        with zipfile.ZipFile(_bytes_io(content)) as archive:
+        with zipfile.ZipFile(io.BytesIO(content)) as archive:
             for name in archive.namelist():  # written by uploads.HandIn.to_zip: plain, known names only
                 (hand_in / Path(name).name).write_bytes(archive.read(name))
         for path in [tmp, hand_in, *hand_in.iterdir()]:
@@ -241,9 +242,3 @@ async def retry_stalled_jobs(url: str, stalled_after_s: float) -> int:
             await app.job_manager.retry_job(job)
             log.warning("job %s of a stalled worker is queued again", job.id)
         return len(stalled)
-
-
-def _bytes_io(content: bytes):
-    import io
-
-    return io.BytesIO(content)
