@@ -22,9 +22,13 @@ H100_UUID = "5a3c1e2f-0b7d-4c9e-8f21-6d4b3a2c1e0f"
 
 # What tilelab-roofline printed on an H100 80GB HBM3 (132 SMs, 8 blocks of 256
 # threads per SM, 4 waves, 1024 x 16 x 8 FMAs per thread; two 1 GiB buffers
-# copied four times per run), with the figures rounded.
+# copied four times per run), with the figures rounded. The "l2" and "shared"
+# sections have the sizes the tool works out for that GPU (one resident wave
+# of 8 x 256 threads per SM; a 12.4 MiB buffer read 993 x 4 float4s per
+# thread; 1986 x 8 float4s per thread from shared memory) and bandwidths of
+# the size expected there, not yet measured.
 H100_REPORT = {
-    "version": 1,
+    "version": 2,
     "tool": "tilelab-roofline",
     "device": {
         "name": "NVIDIA H100 80GB HBM3",
@@ -37,6 +41,9 @@ H100_REPORT = {
     "fp32_fma": {"gflops_median": 65100.0, "gflops_max": 65200.0, "runs": 20, "flop_per_run": 283467841536.0},
     "dram": {"gbps_median": 3000.0, "gbps_max": 3020.0, "runs": 20, "bytes_per_run": 8589934592.0,
              "buffer_bytes": 1073741824},
+    "l2": {"gbps_median": 6500.0, "gbps_max": 6600.0, "runs": 20, "bytes_per_run": 17180393472.0,
+           "buffer_bytes": 12976128},
+    "shared": {"gbps_median": 30000.0, "gbps_max": 30200.0, "runs": 20, "bytes_per_run": 68721573888.0},
 }
 
 MEASURED_AT = "2026-11-21T09:30:00Z"
@@ -104,6 +111,8 @@ def test_the_report_gives_the_median_rates(h100):
     assert h100.device_uuid == H100_UUID
     assert h100.fp32_gflops == 65100.0
     assert h100.dram_gbps == 3000.0
+    assert h100.l2_gbps == 6500.0
+    assert h100.shared_gbps == 30000.0
     assert h100.measured_at == MEASURED_AT
     assert h100.raw == H100_REPORT
 
@@ -161,13 +170,58 @@ def test_bound_rejects_a_meaningless_intensity(h100, intensity):
         ({"device.uuid": DELETE}, "no 'uuid'"),
         ({"device.uuid": "../../home/x"}, "not a plain hex UUID"),
         ({"dram": DELETE}, "no 'dram' object"),
-        ({"tool": "something-else"}, "not a version-1 tilelab-roofline report"),
-        ({"version": 2}, "not a version-1 tilelab-roofline report"),
+        ({"tool": "something-else"}, "not a version-2 tilelab-roofline report"),
+        ({"version": 1}, "not a version-2 tilelab-roofline report"),  # a tool built before L2 and shared
+        ({"version": 3}, "not a version-2 tilelab-roofline report"),
+        # The on-chip levels are checked as DRAM is.
+        ({"l2.gbps_median": 0.0}, "implausible L2"),
+        ({"l2.gbps_median": -6500.0}, "implausible L2"),
+        ({"l2.gbps_median": math.nan}, "implausible L2"),
+        ({"l2.gbps_median": math.inf, "l2.gbps_max": math.inf}, "implausible L2"),
+        ({"l2.gbps_median": 6.5e9, "l2.gbps_max": 6.6e9}, "implausible L2"),
+        ({"l2.gbps_max": -1.0}, "implausible L2"),
+        ({"l2.gbps_max": 6000.0}, "'l2' has a maximum below its median"),
+        ({"l2.runs": 0}, "'l2' counts no runs"),
+        ({"l2.bytes_per_run": 0}, "'l2' counts no runs"),
+        ({"l2.gbps_median": DELETE}, "'l2' lacks 'gbps_median'"),
+        ({"l2.gbps_median": "6500"}, "must be a number"),
+        ({"l2": [6500.0]}, "no 'l2' object"),
+        ({"shared.gbps_median": 0.0}, "implausible shared-memory"),
+        ({"shared.gbps_median": -30000.0}, "implausible shared-memory"),
+        ({"shared.gbps_median": math.nan}, "implausible shared-memory"),
+        ({"shared.gbps_median": 3e9, "shared.gbps_max": 3.1e9}, "implausible shared-memory"),
+        ({"shared.gbps_max": math.nan}, "implausible shared-memory"),
+        ({"shared.gbps_max": 29000.0}, "'shared' has a maximum below its median"),
+        ({"shared.runs": 0}, "'shared' counts no runs"),
+        ({"shared.bytes_per_run": -1.0}, "'shared' counts no runs"),
+        ({"shared.gbps_max": DELETE}, "'shared' lacks 'gbps_max'"),
+        ({"shared.gbps_median": True}, "must be a number"),
     ],
 )
 def test_implausible_or_malformed_reports_are_rejected(changes, message):
     with pytest.raises(RooflineError, match=message):
         roofline.ceilings_from_report(h100_report(**changes), MEASURED_AT)
+
+
+def test_the_on_chip_limits_are_two_orders_of_magnitude_above_the_figures_expected():
+    # An H100 is expected at some 6.5 TB/s from L2 and 30 TB/s from shared
+    # memory: both accepted, and a figure 100 times either still is.
+    for section, median in (("l2", 6500.0), ("shared", 30000.0)):
+        fast = roofline.ceilings_from_report(
+            h100_report(**{f"{section}.gbps_median": 100 * median, f"{section}.gbps_max": 100 * median}))
+        assert getattr(fast, f"{section}_gbps") == 100 * median
+
+
+@pytest.mark.parametrize("missing", [None, DELETE])
+def test_a_level_the_tool_could_not_measure_is_none(missing):
+    # The tool prints null for a level it cannot measure on its GPU; a report
+    # without the section reads the same. The other ceilings stand.
+    ceilings = roofline.ceilings_from_report(h100_report(l2=missing), MEASURED_AT)
+    assert ceilings.l2_gbps is None and ceilings.shared_gbps == 30000.0
+    assert (ceilings.fp32_gflops, ceilings.dram_gbps) == (65100.0, 3000.0)
+    assert Ceilings.from_dict(json.loads(json.dumps(ceilings.to_dict()))) == ceilings
+    assert ceilings.summary()["l2_gbps"] is None
+    assert "L2 bandwidth:   not measured" in roofline.describe(ceilings)
 
 
 @pytest.mark.parametrize("text", ["", "tilelab-roofline: warming up\n", "[1, 2]", '{"version": 1'])
@@ -177,12 +231,29 @@ def test_output_that_is_not_a_report_is_rejected(text):
 
 
 def test_to_dict_and_from_dict_round_trip(h100):
-    assert Ceilings.from_dict(json.loads(json.dumps(h100.to_dict()))) == h100
+    data = json.loads(json.dumps(h100.to_dict()))
+    assert (data["version"], data["l2_gbps"], data["shared_gbps"]) == (roofline.REPORT_VERSION, 6500.0, 30000.0)
+    assert Ceilings.from_dict(data) == h100
+
+
+def test_figures_given_by_hand_leave_the_on_chip_levels_out():
+    # As the handout and the tests build them: positional, without L2 or shared.
+    given = Ceilings("NVIDIA H100 80GB HBM3", H100_UUID, 65100.0, 3000.0, MEASURED_AT, {})
+    assert given.l2_gbps is None and given.shared_gbps is None
+    assert Ceilings.from_dict(json.loads(json.dumps(given.to_dict()))) == given
+
+
+def test_summary_records_every_level(h100):
+    summary = h100.summary()
+    assert (summary["fp32_gflops"], summary["dram_gbps"]) == (65100.0, 3000.0)
+    assert (summary["l2_gbps"], summary["shared_gbps"]) == (6500.0, 30000.0)
 
 
 @pytest.mark.parametrize(
     "changes",
-    [{"measured_at": "yesterday"}, {"fp32_gflops": -1.0}, {"raw": []}, {"device_uuid": ""}, {"dram_gbps": None}],
+    [{"measured_at": "yesterday"}, {"fp32_gflops": -1.0}, {"raw": []}, {"device_uuid": ""}, {"dram_gbps": None},
+     {"l2_gbps": -1.0}, {"l2_gbps": math.nan}, {"l2_gbps": 1e12}, {"l2_gbps": "fast"}, {"shared_gbps": 0.0},
+     {"shared_gbps": math.inf}, {"shared_gbps": True}, {"version": 1}, {"version": None}],
 )
 def test_from_dict_rejects_bad_fields(h100, changes):
     with pytest.raises(RooflineError):
@@ -201,6 +272,8 @@ def test_describe_names_the_figures_and_the_cache(h100, cache):
     assert "NVIDIA H100 80GB HBM3" in text
     assert "65,100 GFLOP/s" in text and "best 65,200" in text
     assert "3,000 GB/s" in text and "best 3,020" in text
+    assert "L2 bandwidth:   6,500 GB/s (median of 20 runs; best 6,600)" in text
+    assert "Shared memory:  30,000 GB/s across all SMs (median of 20 runs; best 30,200)" in text
     assert "21.7 FLOP/B" in text
     assert MEASURED_AT in text
     assert str(cache / f"roofline-{H100_UUID}.json") in text
@@ -251,6 +324,29 @@ def test_a_cache_file_of_another_gpu_is_ignored(h100, cache):
     other_uuid = "00000000-1111-2222-3333-444444444444"
     (cache / f"roofline-{other_uuid}.json").write_text(json.dumps(h100.to_dict()))
     assert roofline.load_cached(other_uuid) is None
+
+
+# What the cache held before the tool measured L2 and shared memory: no
+# version, no on-chip levels, a version-1 report.
+OLD_CACHE = {
+    "device_name": "NVIDIA H100 80GB HBM3", "device_uuid": H100_UUID, "fp32_gflops": 65100.0, "dram_gbps": 3000.0,
+    "measured_at": MEASURED_AT,
+    "raw": {key: value for key, value in h100_report(version=1).items() if key not in ("l2", "shared")},
+}
+
+
+def test_a_cache_from_before_the_on_chip_levels_is_measured_again(tmp_path, cache):
+    cache.mkdir(parents=True)
+    (cache / f"roofline-{H100_UUID}.json").write_text(json.dumps(OLD_CACHE))
+    assert roofline.load_cached(H100_UUID) is None
+    tool = printing_tool(tmp_path, H100_REPORT)
+    ceilings = roofline.get_ceilings(tool)
+    assert calls(tmp_path) == ["--device", "--runs 20"]
+    assert (ceilings.l2_gbps, ceilings.shared_gbps) == (6500.0, 30000.0)
+    cached = json.loads((cache / f"roofline-{H100_UUID}.json").read_text())
+    assert cached["version"] == roofline.REPORT_VERSION and cached["l2_gbps"] == 6500.0
+    assert roofline.get_ceilings(tool) == ceilings  # and kept: the next grading measures nothing
+    assert calls(tmp_path) == ["--device", "--runs 20", "--device"]
 
 
 def test_cache_file_refuses_a_uuid_that_is_not_a_file_name(cache):
@@ -337,6 +433,23 @@ def test_get_ceilings_measures_once_per_gpu(tmp_path, cache):
     assert calls(tmp_path)[-2:] == ["--device", "--runs 20"]
 
 
+def test_the_report_names_the_on_chip_levels_where_measured(h100):
+    from tilelab.grading.model import GradeResult
+    from tilelab.outputs.report_view import report_view
+
+    def line(ceilings: dict) -> str:
+        result = GradeResult(assignment="tilelab_matmul", mode="grade", submission="s", seed=1,
+                             gpu=dict(H100_REPORT["device"]), ceilings=ceilings, parts=[], started=MEASURED_AT)
+        return report_view(result, "student")["ceilings_line"]
+
+    text = line(h100.summary())
+    assert "FP32 65,100 GFLOP/s, DRAM 3,000 GB/s, L2 6,500 GB/s, shared memory 30,000 GB/s;" in text
+    older = {key: value for key, value in h100.summary().items() if key not in ("l2_gbps", "shared_gbps")}
+    assert "FP32 65,100 GFLOP/s, DRAM 3,000 GB/s;" in line(older)
+    unmeasured = roofline.ceilings_from_report(h100_report(shared=None), MEASURED_AT).summary()
+    assert "L2 6,500 GB/s;" in line(unmeasured) and "shared memory" not in line(unmeasured)
+
+
 def test_get_ceilings_measures_again_over_a_corrupt_cache(tmp_path, cache):
     cache.mkdir(parents=True)
     (cache / f"roofline-{H100_UUID}.json").write_text("{truncated")
@@ -384,8 +497,10 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
 # --- the contract between the tool and this module --------------------------------
 
 def test_the_tool_prints_every_key_the_parser_reads(root):
-    source = (root / "grader" / "roofline" / "roofline.cu").read_text()
+    tool = root / "grader" / "roofline"
+    sources = "".join(path.read_text() for path in sorted(tool.iterdir()) if path.suffix in (".cu", ".h"))
     for key in ("version", "tool", "device", "name", "uuid", "fp32_fma", "gflops_median", "gflops_max",
-                "flop_per_run", "dram", "gbps_median", "gbps_max", "bytes_per_run", "runs"):
-        assert f'"{key}"' in source, key
+                "flop_per_run", "dram", "gbps_median", "gbps_max", "bytes_per_run", "runs", "l2", "shared"):
+        assert f'"{key}"' in sources, key
+    assert f'{{"version", {roofline.REPORT_VERSION}}}' in (tool / "roofline.cu").read_text()  # the one read here
     assert f"kNoDevice = {roofline.EXIT_NO_DEVICE}" in (root / "include" / "tilelab" / "exit_codes.h").read_text()

@@ -1,10 +1,12 @@
-"""The grading GPU's roofline: its measured FP32 FMA rate and DRAM bandwidth.
+"""The grading GPU's roofline: its measured FP32 FMA rate and DRAM bandwidth,
+and the L2 and shared-memory bandwidth of a hierarchical roofline.
 
-`tilelab-roofline` (grader/roofline/roofline.cu) measures both and prints
-them as JSON. A measurement takes a few seconds and belongs to one physical
-GPU, so it is cached per device UUID (`--device` names the GPU without
-measuring). The roofline bounds a kernel of arithmetic intensity I (FLOP per
-byte of DRAM traffic) by min(FP32 rate, I * bandwidth).
+`tilelab-roofline` (grader/roofline/) measures them and prints them as JSON.
+A measurement takes a few seconds and belongs to one physical GPU, so it is
+cached per device UUID (`--device` names the GPU without measuring). The
+roofline bounds a kernel of arithmetic intensity I (FLOP per byte of DRAM
+traffic) by min(FP32 rate, I * bandwidth); the on-chip levels bound it the
+same way with I counted in bytes moved from L2 or from shared memory.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from ..system import warmup
 from . import gpu_cache
 
 TOOL_NAME = "tilelab-roofline"
-REPORT_VERSION = 1
+# Version 2 added the "l2" and "shared" sections. The cache records it too, so
+# ceilings cached from another version's report are measured again.
+REPORT_VERSION = 2
 # The tool's exit status when no CUDA device is visible (ExitCode::kNoDevice,
 # include/tilelab/exit_codes.h).
 EXIT_NO_DEVICE = 5
@@ -33,6 +37,10 @@ EXIT_NO_DEVICE = 5
 # a fast GPU.
 MAX_PLAUSIBLE_FP32_GFLOPS = 10_000_000.0
 MAX_PLAUSIBLE_DRAM_GBPS = 1_000_000.0
+# The on-chip levels move up to some ten times what DRAM does, so their
+# limits are ten times DRAM's: the same margin above any GPU.
+MAX_PLAUSIBLE_L2_GBPS = 10_000_000.0
+MAX_PLAUSIBLE_SHARED_GBPS = 10_000_000.0
 
 # Kept from the end of the tool's stderr for an error message.
 _STDERR_TAIL_CHARS = 2000
@@ -54,6 +62,11 @@ class Ceilings:
     dram_gbps: float  # median; bytes read + bytes written, 1 GB = 1e9 bytes
     measured_at: str  # ISO 8601, UTC
     raw: dict = field(repr=False)  # the tool's report, as printed
+    # Medians in GB/s as dram_gbps, bytes read; None where the report has no
+    # such level (the tool could not measure it, or the figures were given by
+    # hand, as the handout's are).
+    l2_gbps: Optional[float] = None
+    shared_gbps: Optional[float] = None  # every SM's loads together
 
     @property
     def ridge(self) -> float:
@@ -70,23 +83,30 @@ class Ceilings:
         """What a grading records of the ceilings it was scored against."""
         return {"device_name": self.device_name, "device_uuid": self.device_uuid,
                 "fp32_gflops": round(self.fp32_gflops, 1), "dram_gbps": round(self.dram_gbps, 1),
+                "l2_gbps": _rounded(self.l2_gbps), "shared_gbps": _rounded(self.shared_gbps),
                 "ridge": round(self.ridge, 2), "measured_at": self.measured_at}
 
     def to_dict(self) -> dict:
         return {
+            "version": REPORT_VERSION,
             "device_name": self.device_name,
             "device_uuid": self.device_uuid,
             "fp32_gflops": self.fp32_gflops,
             "dram_gbps": self.dram_gbps,
+            "l2_gbps": self.l2_gbps,
+            "shared_gbps": self.shared_gbps,
             "measured_at": self.measured_at,
             "raw": self.raw,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Ceilings":
-        """Inverse of to_dict; raises RooflineError when `data` is not one."""
+        """Inverse of to_dict; raises RooflineError when `data` is not one,
+        or is one of another version (the cache then measures again)."""
         if not isinstance(data, dict):
             raise RooflineError(f"expected a JSON object, got {type(data).__name__}")
+        if data.get("version") != REPORT_VERSION:
+            raise RooflineError(f"ceilings of version {data.get('version')!r}, not {REPORT_VERSION}")
         try:
             ceilings = cls(
                 device_name=_string(data, "device_name"),
@@ -95,6 +115,8 @@ class Ceilings:
                 dram_gbps=_number(data, "dram_gbps"),
                 measured_at=_string(data, "measured_at"),
                 raw=data["raw"],
+                l2_gbps=_optional_number(data, "l2_gbps"),
+                shared_gbps=_optional_number(data, "shared_gbps"),
             )
         except KeyError as e:
             raise RooflineError(f"missing key {e}") from None
@@ -102,6 +124,8 @@ class Ceilings:
             raise RooflineError("'raw' is not a JSON object")
         _checked_uuid(ceilings.device_uuid)
         _check_plausible(ceilings.fp32_gflops, ceilings.dram_gbps)
+        _check_plausible_level("l2", ceilings.l2_gbps)
+        _check_plausible_level("shared", ceilings.shared_gbps)
         try:
             datetime.fromisoformat(ceilings.measured_at.replace("Z", "+00:00"))
         except ValueError:
@@ -124,6 +148,15 @@ def _number(data: dict, key: str) -> float:
     return float(value)
 
 
+def _optional_number(data: dict, key: str) -> Optional[float]:
+    """A number, or None where the key is absent or null (a level not measured)."""
+    return None if data.get(key) is None else _number(data, key)
+
+
+def _rounded(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 1)
+
+
 def _checked_uuid(uuid: str) -> str:
     try:
         return gpu_cache.checked_uuid(uuid)
@@ -132,10 +165,26 @@ def _checked_uuid(uuid: str) -> str:
 
 
 def _check_plausible(fp32_gflops: float, dram_gbps: float) -> None:
-    for what, value, limit, unit in (
+    _check_figures((
         ("FP32 FMA rate", fp32_gflops, MAX_PLAUSIBLE_FP32_GFLOPS, "GFLOP/s"),
         ("DRAM bandwidth", dram_gbps, MAX_PLAUSIBLE_DRAM_GBPS, "GB/s"),
-    ):
+    ))
+
+
+# The on-chip levels: the report's section, its name in messages, its limit.
+_ON_CHIP_LEVELS = {"l2": ("L2 bandwidth", MAX_PLAUSIBLE_L2_GBPS),
+                   "shared": ("shared-memory bandwidth", MAX_PLAUSIBLE_SHARED_GBPS)}
+
+
+def _check_plausible_level(section: str, gbps: Optional[float]) -> None:
+    """An on-chip level's figure, where there is one (None is no figure, not a bad one)."""
+    if gbps is not None:
+        what, limit = _ON_CHIP_LEVELS[section]
+        _check_figures(((what, gbps, limit, "GB/s"),))
+
+
+def _check_figures(figures: tuple) -> None:
+    for what, value, limit, unit in figures:
         if not math.isfinite(value) or value <= 0:
             raise RooflineError(f"implausible {what}: {value} {unit} (must be positive and finite)")
         if value > limit:
@@ -193,7 +242,30 @@ def ceilings_from_report(report: dict, measured_at: Optional[str] = None) -> Cei
         dram_gbps=dram_median,
         measured_at=measured_at or _now_utc(),
         raw=report,
+        l2_gbps=_on_chip_median(report, "l2"),
+        shared_gbps=_on_chip_median(report, "shared"),
     )
+
+
+def _on_chip_median(report: dict, name: str) -> Optional[float]:
+    """The median GB/s of the report's "l2" or "shared" section, checked as
+    the DRAM one is; None where the tool printed null (it could not measure
+    that level on this GPU) or no section at all."""
+    if report.get(name) is None:
+        return None
+    section = _section(report, name)
+    try:
+        median, best = _number(section, "gbps_median"), _number(section, "gbps_max")
+        runs, bytes_per_run = _number(section, "runs"), _number(section, "bytes_per_run")
+    except KeyError as e:
+        raise RooflineError(f"{TOOL_NAME} report's '{name}' lacks {e}") from None
+    _check_plausible_level(name, median)
+    _check_plausible_level(name, best)
+    if best < median:
+        raise RooflineError(f"{TOOL_NAME} report's '{name}' has a maximum below its median")
+    if runs < 1 or bytes_per_run <= 0:
+        raise RooflineError(f"{TOOL_NAME} report's '{name}' counts no runs or bytes")
+    return median
 
 
 def parse_report(text: str, measured_at: Optional[str] = None) -> Ceilings:
@@ -303,20 +375,24 @@ def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120, env:
 
 def describe(ceilings: Ceilings) -> str:
     """A few lines for the terminal."""
-    fma, dram = ceilings.raw.get("fp32_fma", {}), ceilings.raw.get("dram", {})
-
-    def best(section: dict, key: str) -> str:
+    def best(name: str, key: str) -> str:
+        section = ceilings.raw.get(name) or {}
         value = section.get(key)
         runs = section.get("runs")
         if isinstance(value, (int, float)) and isinstance(runs, int):
             return f" (median of {runs} runs; best {value:,.0f})"
         return ""
 
+    def level(gbps: Optional[float], name: str, where: str = "") -> str:
+        return f"{gbps:,.0f} GB/s{where}{best(name, 'gbps_max')}" if gbps is not None else "not measured"
+
     return "\n".join([
         f"GPU:            {ceilings.device_name} ({ceilings.device_uuid})",
-        f"FP32 FMA rate:  {ceilings.fp32_gflops:,.0f} GFLOP/s{best(fma, 'gflops_max')}",
-        f"DRAM bandwidth: {ceilings.dram_gbps:,.0f} GB/s{best(dram, 'gbps_max')}",
-        f"Ridge point:    {ceilings.ridge:.1f} FLOP/B",
+        f"FP32 FMA rate:  {ceilings.fp32_gflops:,.0f} GFLOP/s{best('fp32_fma', 'gflops_max')}",
+        f"DRAM bandwidth: {ceilings.dram_gbps:,.0f} GB/s{best('dram', 'gbps_max')}",
+        f"L2 bandwidth:   {level(ceilings.l2_gbps, 'l2')}",
+        f"Shared memory:  {level(ceilings.shared_gbps, 'shared', ' across all SMs')}",
+        f"Ridge point:    {ceilings.ridge:.1f} FLOP/B of DRAM traffic",
         f"Measured:       {ceilings.measured_at}",
         f"Cache:          {cache_file(ceilings.device_uuid)}",
     ])
