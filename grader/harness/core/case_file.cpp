@@ -161,8 +161,21 @@ TimingSpec parse_timing(const json& v, const std::string& where) {
   return t;
 }
 
+std::vector<std::string> parse_profile(const json& v, const std::string& where) {
+  check_keys(v, where, {"metrics"});
+  const json& list = require(v, "metrics", where);
+  if (!list.is_array() || list.empty() || list.size() > 256) fail(where + ".metrics", "must be 1-256 metric names");
+  std::vector<std::string> metrics;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string name = get_string(list[i], where + ".metrics[" + std::to_string(i) + "]");
+    if (name.empty() || name.size() > 200) fail(where + ".metrics[" + std::to_string(i) + "]", "must be a metric name");
+    metrics.push_back(name);
+  }
+  return metrics;
+}
+
 CaseSpec parse_case(const json& v, const std::string& where, const std::filesystem::path& base) {
-  check_keys(v, where, {"name", "j", "k", "l", "inputs", "output", "tolerance", "props", "timing"});
+  check_keys(v, where, {"name", "j", "k", "l", "inputs", "output", "tolerance", "props", "timing", "profile"});
   CaseSpec c;
   c.name = get_string(require(v, "name", where), where + ".name");
   if (!valid_case_name(c.name)) {
@@ -185,6 +198,7 @@ CaseSpec parse_case(const json& v, const std::string& where, const std::filesyst
   }
   if (v.contains("props")) c.props = parse_props(v["props"], where + ".props");
   if (v.contains("timing")) c.timing = parse_timing(v["timing"], where + ".timing");
+  if (v.contains("profile")) c.profile_metrics = parse_profile(v["profile"], where + ".profile");
   return c;
 }
 
@@ -259,6 +273,7 @@ json case_file_to_json(const CaseFile& f) {
                       {"warmup_ms", t.warmup_ms}, {"input_sets", t.input_sets},   {"samples", t.samples},
                       {"flush_l2", t.flush_l2}};
     }
+    if (c.profile_metrics) jc["profile"] = {{"metrics", *c.profile_metrics}};
     cases.push_back(std::move(jc));
   }
   return {{"version", 1},

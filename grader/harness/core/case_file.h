@@ -20,7 +20,9 @@
 //         "props": {"sharedMemPerBlock": 2048, "maxThreadsPerBlock": 256,   // optional
 //                   "maxThreadsDim": [16, 16, 64]},
 //         "timing": {"seed": 99, "repetitions": 10, "warmup_calls": 2, "warmup_ms": 100,
-//                    "input_sets": 3, "samples": 64, "flush_l2": true} }  // optional
+//                    "input_sets": 3, "samples": 64, "flush_l2": true},  // optional
+//         "profile": {"metrics": ["dram__bytes_read.sum", ...]} }  // optional: counters of one
+//                                                                     // more call, after the rest
 //     ]
 //   }
 #pragma once
@@ -85,6 +87,7 @@ struct CaseSpec {
   Tolerance tolerance;
   PropOverrides props;
   std::optional<TimingSpec> timing;
+  std::optional<std::vector<std::string>> profile_metrics;  // counter_profile.h
 };
 
 struct CaseFile {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "case_file.h"
+#include "counter_profile.h"
 #include "device_ops.h"
 #include "guard.h"
 #include "harness.h"
@@ -43,6 +44,10 @@ json device_json(const cudaDeviceProp& p) {
           {"maxThreadsPerBlock", p.maxThreadsPerBlock},
           {"maxThreadsPerMultiProcessor", p.maxThreadsPerMultiProcessor},
           {"regsPerBlock", p.regsPerBlock},
+          {"regsPerMultiprocessor", p.regsPerMultiprocessor},
+          {"maxBlocksPerMultiProcessor", p.maxBlocksPerMultiProcessor},
+          {"reservedSharedMemPerBlock", p.reservedSharedMemPerBlock},
+          {"warpSize", p.warpSize},
           {"l2CacheSize", p.l2CacheSize},
           {"memoryBusWidth", p.memoryBusWidth},
           {"totalGlobalMem", p.totalGlobalMem},
@@ -241,6 +246,22 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
     TimingOutcome timing = run_timing(file, spec, launcher, given);
     out.result["timing"] = std::move(timing.result);
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
+  }
+  if (spec.profile_metrics) {
+    // After the timed calls, so the profile's repeated calls cannot warm or slow them.
+    const json& timing = out.result.value("timing", json::object());
+    const double call_ms = timing.value("median_wall_ms", 0.0);
+    if (call_ms > kProfileMaxCallMs) {
+      CounterProfile skipped;
+      skipped.status = kProfileSkipped;
+      skipped.message = "one call takes " + std::to_string(static_cast<int>(call_ms)) +
+                        " ms, and the counters need several more calls: not read";
+      out.result["profile"] = to_json(skipped);
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      out.result["profile"] = launcher.profile(args, *spec.profile_metrics);
+      out.result["profile"]["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
   return finish(std::move(out), ExitCode::kOk, "", false);
 }

@@ -1,5 +1,6 @@
 #include <chrono>
 
+#include "counter_profile.h"
 #include "invoke.h"
 #include "launch_recorder.h"
 #include "launcher.h"
@@ -99,6 +100,13 @@ ExitCode invocation_status(const Invocation& call, std::string* message) {
   return ExitCode::kOk;
 }
 
+std::string call_failure(const PartBinding& part, const LaunchArgs& args) {
+  prepare_call();
+  const Invocation call = invoke_launcher(part, args);  // its records are dropped with it
+  std::string message;
+  return invocation_status(call, &message) == ExitCode::kOk ? std::string() : message;
+}
+
 InProcessLauncher::InProcessLauncher(const PartBinding& binding, bool record)
     : binding_(binding), info_{binding.part_id, binding.launcher, binding.signature}, record_(record) {
   // CUPTI is set up before the first CUDA call creates a context. If that
@@ -132,6 +140,10 @@ std::vector<WindowRecord> take_window_records(const std::vector<uint64_t>& windo
 Invocation InProcessLauncher::invoke(const LaunchArgs& args, bool take_records) {
   if (take_records) prepare_call();
   return invoke_launcher(binding_, args, {}, take_records);
+}
+
+nlohmann::json InProcessLauncher::profile(const LaunchArgs& args, const std::vector<std::string>& metrics) {
+  return to_json(profile_call(metrics, [&] { return call_failure(binding_, args); }));
 }
 
 std::vector<WindowRecord> InProcessLauncher::take_records(const std::vector<uint64_t>& windows) {

@@ -53,6 +53,8 @@ Invocation invoke_launcher(const PartBinding& part, const LaunchArgs& args, cons
 // The kernels and copies of earlier calls, by window, in this process: one flush for all.
 std::vector<WindowRecord> take_window_records(const std::vector<uint64_t>& windows);
 
+// One untimed call whose records are dropped: "" if it went well, else why not.
+std::string call_failure(const PartBinding& part, const LaunchArgs& args);
 // kOk, kKernelFault or kLaunchError (or how the launcher's process ended),
 // with a message naming the CUDA error.
 ExitCode invocation_status(const Invocation& call, std::string* message);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "harness.h"
@@ -50,6 +51,10 @@ class Launcher {
   virtual Invocation invoke(const LaunchArgs& args, bool take_records = true) = 0;
   // The kernels and copies of the calls with these windows (Invocation::window).
   virtual std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) = 0;
+  // The hardware counters `metrics` of calls on `args`, made untimed
+  // (counter_profile.h); the JSON of a CounterProfile, sanitized when it
+  // comes from another process.
+  virtual nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) = 0;
   // Whether the wall clock of invoke() is the trusted harness's own.
   virtual bool trusted_clock() const = 0;
   // Why the launcher cannot be called at all (no device, no CUPTI, its
@@ -85,6 +90,7 @@ class InProcessLauncher : public Launcher {
   void unshare(const void*) override {}
   Invocation invoke(const LaunchArgs& args, bool take_records = true) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
+  nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
   bool trusted_clock() const override { return false; }
   ExitCode startup_error(std::string* message) const override {
     *message = error_message_;

@@ -7,10 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
+#include "counter_profile.h"
 #include "tilelab/part.h"
 
 namespace tilelab {
@@ -312,15 +315,9 @@ Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records) {
     return call;
   }
   const uint64_t seq = ++seq_;
-  json req = {{"op", "call"},       {"seq", seq},         {"records", take_records},
-              {"m", where(args.M)}, {"n", where(args.N)}, {"p", where(args.P)},
-              {"j", args.j},        {"k", args.k},        {"l", args.l}};
-  if (args.prop != nullptr) {
-    const cudaDeviceProp& p = *args.prop;
-    req["props"] = {{"sharedMemPerBlock", p.sharedMemPerBlock},
-                    {"maxThreadsPerBlock", p.maxThreadsPerBlock},
-                    {"maxThreadsDim", {p.maxThreadsDim[0], p.maxThreadsDim[1], p.maxThreadsDim[2]}}};
-  }
+  json req = call_request("call", args);
+  req["seq"] = seq;
+  req["records"] = take_records;
   try {
     // The child brings its context onto the GPU before it answers, so the
     // clock below does not count the switch from this process's context.
@@ -350,6 +347,66 @@ Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records) {
   }
   call.wall_ms = wall_ms;
   return call;
+}
+
+}  // namespace tilelab
+
+namespace tilelab {
+
+json LauncherProcess::call_request(const char* op, const LaunchArgs& args) const {
+  json req = {{"op", op},           {"m", where(args.M)}, {"n", where(args.N)}, {"p", where(args.P)},
+              {"j", args.j},        {"k", args.k},        {"l", args.l}};
+  if (args.prop != nullptr) {
+    const cudaDeviceProp& p = *args.prop;
+    req["props"] = {{"sharedMemPerBlock", p.sharedMemPerBlock},
+                    {"maxThreadsPerBlock", p.maxThreadsPerBlock},
+                    {"maxThreadsDim", {p.maxThreadsDim[0], p.maxThreadsDim[1], p.maxThreadsDim[2]}}};
+  }
+  return req;
+}
+
+// The launcher's process says what its counters were: kept only where it is
+// the shape counter_profile.h gives, for the metrics asked for, as finite numbers.
+json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics) {
+  CounterProfile out;
+  if (ended_ != ExitCode::kOk) {
+    out.message = "the launcher's process had ended";
+    return to_json(out);
+  }
+  json req = call_request("profile", args);
+  req["metrics"] = metrics;
+  json reply;
+  try {
+    reply = request(req);
+  } catch (const std::exception& e) {
+    note_end(e.what());
+    out.message = "the launcher's process ended while it was profiled";
+    return to_json(out);
+  }
+  if (!reply.is_object()) reply = json::object();
+  const std::string status = reply.value("status", json()).is_string() ? reply["status"].get<std::string>() : "";
+  for (const char* known : {kProfileMeasured, kProfileNotAllowed, kProfileUnsupported, kProfileSkipped}) {
+    if (status == known) out.status = status;
+  }
+  if (reply.contains("message") && reply["message"].is_string()) out.message = reply["message"].get<std::string>().substr(0, 300);
+  if (out.status == kProfileFailed && out.message.empty()) out.message = "the launcher's process gave no profile";
+  const json values = reply.value("metrics", json::object());
+  for (const std::string& name : metrics) {
+    const auto it = values.is_object() ? values.find(name) : values.end();
+    if (it != values.end() && it->is_number() && std::isfinite(it->get<double>())) out.values[name] = it->get<double>();
+  }
+  const json unavailable = reply.value("unavailable", json::array());
+  for (const std::string& name : metrics) {
+    if (unavailable.is_array() && std::find(unavailable.begin(), unavailable.end(), name) != unavailable.end()) {
+      out.unavailable.push_back(name);
+    }
+  }
+  const json passes = reply.value("passes", json(0));
+  if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
+  const json setup = reply.value("setup_seconds", json(0.0));
+  if (setup.is_number() && std::isfinite(setup.get<double>())) out.setup_seconds = std::max(0.0, setup.get<double>());
+  if (out.status != kProfileMeasured) out.values.clear();
+  return to_json(out);
 }
 
 }  // namespace tilelab

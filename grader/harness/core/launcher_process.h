@@ -92,6 +92,7 @@ class LauncherProcess : public Launcher {
   void unshare(const void* base) override;
   Invocation invoke(const LaunchArgs& args, bool take_records = true) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
+  nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
   bool trusted_clock() const override { return true; }
   ExitCode startup_error(std::string* message) const override;
 
@@ -102,6 +103,7 @@ class LauncherProcess : public Launcher {
   // process end first (a descendant may hold the pipe open).
   nlohmann::json receive();
   nlohmann::json where(const void* pointer) const;  // [id, offset] of a shared allocation
+  nlohmann::json call_request(const char* op, const LaunchArgs& args) const;  // the call's buffers, sizes and props
   bool wait_done(uint64_t seq);                     // false if the process ended first
   void note_end(const std::string& why);            // reaps the process, keeps how it ended
 

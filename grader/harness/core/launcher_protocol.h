@@ -18,6 +18,8 @@
 //                                          then done = seq, then the Invocation (wire form);
 //                                          "records": false leaves its kernels and copies for
 //   {"op": "records", "windows": [...]} -> {"records": [{"kernels", "memory"}, ...]}
+//   {"op": "profile", "metrics", "m", "n", "p", "j", "k", "l", "props"?}
+//                                       -> the counters of untimed calls (counter_profile.h)
 //   {"op": "quit"}                      -> the process ends
 // "m", "n" and "p" are [id, byte offset] into shared allocations.
 //

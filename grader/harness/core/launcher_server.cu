@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "counter_profile.h"
 #include "launcher.h"
 #include "launcher_protocol.h"
 #include "launcher_server.h"
@@ -99,8 +100,7 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
         shared.erase(it);
       }
       reply(replies, {{"ok", true}});
-    } else if (op == "call" && usable) {
-      const uint64_t seq = req.at("seq").get<uint64_t>();
+    } else if ((op == "call" || op == "profile") && usable) {
       cudaDeviceProp given = real;
       if (req.contains("props")) {
         const json& p = req["props"];
@@ -115,6 +115,12 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
                             req.at("k").get<int>(),
                             req.at("l").get<int>(),
                             &given};
+      if (op == "profile") {
+        const std::vector<std::string> metrics = req.at("metrics").get<std::vector<std::string>>();
+        reply(replies, to_json(profile_call(metrics, [&] { return call_failure(binding, args); })));
+        continue;
+      }
+      const uint64_t seq = req.at("seq").get<uint64_t>();
       const bool take_records = req.value("records", true) == true;
       make_call_events();
       tilelab_harness_bring_context_on<<<1, 1>>>();

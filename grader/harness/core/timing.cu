@@ -1,8 +1,10 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "device_ops.h"
+#include "gpu_clocks.h"
 #include "guard.h"
 #include "invoke.h"
 #include "json_io.h"
@@ -69,6 +71,9 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
 
   TimingOutcome out;
   std::vector<TimedCall> timed;
+  // NVML is opened here, not between the calls; readings bracket the timed calls only.
+  const GpuClocks clocks = GpuClocks::of_current_device();
+  std::optional<ClockReading> clocks_before, clocks_after;
   ApiCounts api_calls, api_outside;  // over every call, warm-ups too
   int warmups = 0;
   const auto warmup_begin = std::chrono::steady_clock::now();
@@ -94,8 +99,10 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
 
     const LaunchArgs args{sets[s].M.get(), sets[s].N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k,
                           spec.l,          &given};
+    if (!warming && timed.empty() && clocks.available()) clocks_before = clocks.read();
     // Records are taken once, after the last call: a flush between timed calls slows the next one.
     const Invocation inv = launcher.invoke(args, false);
+    if (!warming && static_cast<int>(timed.size()) + 1 == t.repetitions && clocks_before) clocks_after = clocks.read();
     for (const auto& [name, n] : inv.account.calls) api_calls[name] += n;
     for (const auto& [name, n] : inv.api_outside) api_outside[name] += n;
     const ExitCode code = invocation_status(inv, &out.message);
@@ -124,6 +131,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     tc.unwritten = count_equal(p_words, p_count, file.poison_bits);
     timed.push_back(std::move(tc));
   }
+
+  if (clocks_before && !clocks_after) clocks_after = clocks.read();  // the timed calls ended early
 
   std::vector<uint64_t> windows;
   for (const TimedCall& tc : timed) windows.push_back(tc.window);
@@ -174,6 +183,13 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                 {"api_calls", api_calls},
                 {"api_calls_outside_call", api_outside},
                 {"clock", launcher.trusted_clock() ? "trusted" : "in_process"}};
+  if (!clocks.available()) {
+    out.result["clocks"] = clocks_unavailable(clocks.message());
+  } else if (!clocks_before) {
+    out.result["clocks"] = clocks_unavailable("no call was timed");
+  } else {
+    out.result["clocks"] = clocks_json(*clocks_before, *clocks_after, clocks.pci_bus_id());
+  }
   if (out.code == ExitCode::kOk) {
     out.result["guard"] = to_json(check_guards_on_device(region.get(), guard, p_count, file.guard_bits));
   }

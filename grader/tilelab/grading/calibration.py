@@ -10,8 +10,10 @@ is, `runs` times, the median kept. A calibration is cached per GPU while its
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import statistics
 import tempfile
 import time
@@ -26,14 +28,17 @@ from ..spec.matmul import intensity, matmul_flop
 from ..spec.reference_gpu import REFERENCE_GPU_PATH, published_gflops
 from ..system.paths import tool_path
 from ..system.sandbox import Sandbox
-from . import gpu_cache
+from . import gpu_cache, traffic
+from .clocks import Clocks, by_case, read_clocks
 from .model import ESTIMATED_RULE, MEASURED_RULE
 from .runner import run_harness, verify, write_cases
 from .scoring import CUBLAS, gflops, scored_time, speed_target
+from .traffic import Traffic
 from .trusted_harness import TrustedHarness
 
 # Bump when the way references are timed changes: older caches then measure again.
-CALIBRATION_VERSION = 2  # 2: timed by tilelab-harness's clock, the launcher in a process of its own
+# 2: timed by tilelab-harness's clock, the launcher in a process of its own; 3: each reference's counters
+CALIBRATION_VERSION = 3
 REFERENCE_DIR = "reference"  # build/<this>/<part>: cmake/reference/CMakeLists.txt
 # A new calibration this far below the last one of the same GPU is not
 # believed: a throttled or shared GPU, a broken toolkit. Staff look first.
@@ -55,6 +60,11 @@ class ReferenceSpeed:
     k: int
     l: int
     runs: tuple  # GFLOP/s of each timed run (each the median of the timed calls)
+    clocks: tuple = ()  # each run's GPU clocks (clocks.Clocks.to_dict); empty in older caches
+    retimed: bool = False  # timed once more because the GPU throttled the first time
+    # The counters of one more call of the reference (traffic.py), for the
+    # reports to set a part's traffic beside; empty for cuBLAS and estimates.
+    counters: dict = dataclasses.field(default_factory=dict, hash=False, compare=False)
 
     @property
     def case(self) -> str:
@@ -69,8 +79,14 @@ class ReferenceSpeed:
         """(fastest - slowest run) / median: 0 for one run."""
         return (max(self.runs) - min(self.runs)) / self.gflops
 
+    @property
+    def throttled(self) -> Optional[Clocks]:
+        """The clocks of the first run the GPU throttled, None when none was."""
+        return next((c for c in map(read_clocks, self.clocks) if c.throttled), None)
+
     def to_dict(self) -> dict:
-        return {"part": self.part, "j": self.j, "k": self.k, "l": self.l, "runs": list(self.runs)}
+        return {"part": self.part, "j": self.j, "k": self.k, "l": self.l, "runs": list(self.runs),
+                "clocks": list(self.clocks), "retimed": self.retimed, "counters": self.counters}
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,11 @@ class Calibration:
     speeds: tuple  # of ReferenceSpeed
     source: str = ""  # where an estimate's figures come from
 
+    def traffic_of(self, part_id: str, j: int, k: int, l: int) -> Optional[Traffic]:
+        """What one call of the part's reference moved at this size, None when not measured."""
+        found = self.speed_of(part_id, j, k, l)
+        return traffic.traffic_from(found.counters, j, k, l) if found and found.counters else None
+
     def speed_of(self, part_id: str, j: int, k: int, l: int) -> Optional[ReferenceSpeed]:
         return next((s for s in self.speeds if (s.part, s.j, s.k, s.l) == (part_id, j, k, l)), None)
 
@@ -97,6 +118,13 @@ class Calibration:
     def target(self, ceilings, part: Part, rule, j: int, k: int, l: int):
         """The part's scoring.SpeedTarget at this size on this GPU, None without the figures it needs."""
         return speed_target(ceilings, part, rule, self.gflops_of, j, k, l)
+
+    @property
+    def throttled(self) -> list:
+        """Each reference the GPU throttled when timed and again when timed once more, in words: its
+        figure, and the targets it sets, may be low."""
+        return [f"{s.part} at {s.case}: the GPU was {c.why} ({c.figures})" for s in self.speeds
+                if (c := s.throttled)]
 
     def summary(self, assignment: Assignment, ceilings=None) -> dict:
         """What a grading records of the calibration its targets came from:
@@ -110,7 +138,7 @@ class Calibration:
         return {"rule": self.rule, "device_name": self.device_name, "measured_at": self.measured_at,
                 "fingerprint": self.fingerprint[:16], "source": self.source,
                 "references": {f"{s.part} {s.case}": round(s.gflops, 1) for s in self.speeds},
-                "full_credit_from": full}
+                "full_credit_from": full, "throttled": self.throttled}
 
     def to_dict(self) -> dict:
         return {"version": CALIBRATION_VERSION, "rule": self.rule, "device_uuid": self.device_uuid,
@@ -126,7 +154,9 @@ class Calibration:
                 raise CalibrationError("a calibration of another version")
             speeds = tuple(
                 ReferenceSpeed(str(s["part"]), int(s["j"]), int(s["k"]), int(s["l"]),
-                               tuple(float(r) for r in s["runs"]))
+                               tuple(float(r) for r in s["runs"]),
+                               _cached_clocks(s.get("clocks")), s.get("retimed") is True,
+                               _cached_counters(s.get("counters")))
                 for s in data["speeds"])
             calibration = cls(MEASURED_RULE, str(data["device_uuid"]), str(data["device_name"]),
                               str(data["fingerprint"]), str(data["measured_at"]), float(data["seconds"]), speeds)
@@ -135,6 +165,19 @@ class Calibration:
         if not speeds or any(not s.runs or min(s.runs) <= 0 for s in speeds):
             raise CalibrationError("a calibration without positive figures")
         return calibration
+
+
+def _cached_counters(value) -> dict:
+    """A cached ReferenceSpeed's counters: metric names and finite numbers only."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(v) for k, v in value.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def _cached_clocks(value) -> tuple:
+    """A cached ReferenceSpeed's clocks, read again as the harness's are."""
+    return tuple(read_clocks(c).to_dict() for c in value) if isinstance(value, list) else ()
 
 
 def reference_binary(build_dir: Path, part_id: str) -> Path:
@@ -179,15 +222,34 @@ def fingerprint(build_dir: Path, assignment: Assignment, device: dict) -> str:
 
 def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Path, verify_tool: Path, work: Path,
                     sandbox: Sandbox) -> list:
-    """One harness process times each of the part's timing sizes `runs`
-    times: the part's reference (name = part.id), or cuBLAS (name = CUBLAS)
-    at the sizes of a part scored against it."""
+    """The part's reference (name = part.id), or cuBLAS (name = CUBLAS) at
+    the sizes of a part scored against it, timed; a size the GPU throttled is
+    timed once more, and its second figures kept (marked if it throttled again)."""
+    speeds = _time_reference_once(name, part, assignment, build_dir, verify_tool, work, sandbox)
+    if not any(s.throttled for s in speeds):
+        return speeds
+    # A throttled reference sets targets too easy to reach: its figure is not kept as it is.
+    return retimed(speeds, _time_reference_once(name, part, assignment, build_dir, verify_tool, work, sandbox))
+
+
+def retimed(first: list, again: list) -> list:
+    """`first`'s ReferenceSpeeds, each size the GPU throttled replaced by
+    that size's from `again` (the same reference timed once more), marked so."""
+    second = {(s.part, s.case): s for s in again}
+    return [dataclasses.replace(second[(s.part, s.case)], retimed=True)
+            if s.throttled and (s.part, s.case) in second else s for s in first]
+
+
+def _time_reference_once(name: str, part: Part, assignment: Assignment, build_dir: Path, verify_tool: Path,
+                         work: Path, sandbox: Sandbox) -> list:
+    """One harness process times each of the part's timing sizes `runs` times."""
     binary = reference_binary(build_dir, name)
     if not binary.is_file():
         raise CalibrationError(f"there is no reference build of {name} ({binary})")
     runs = assignment.speed.runs
     entries = [(f"{case.name}-run{r + 1}", case) for case in part.cases["timing"] for r in range(runs)]
-    case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing, harness_id=name)
+    case_file = write_cases(part, entries, work / name, CALIBRATION_SEED, timing=assignment.timing, harness_id=name,
+                            profile=name == part.id)
     # One-shot: calibration runs once per GPU, beside a grading's build.
     one_shot = TrustedHarness(tool_path(build_dir, "tilelab-harness"), services=0)
     run = run_harness(binary, case_file, TIME_LIMIT_S, sandbox, trusted=one_shot, timed=True)
@@ -196,9 +258,12 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
         raise CalibrationError(f"the reference of {name} {why} while it was timed: "
                                f"{run.stderr.strip()[-500:] or 'no message'}")
     verdict = {v["name"]: v for v in verify(verify_tool, case_file)["cases"]}
+    listed = (run.result or {}).get("cases")
+    readings = by_case(listed)
+    profiled = traffic.profiled_case(listed[-1] if isinstance(listed, list) and listed else {})
     speeds = []
     for case in part.cases["timing"]:
-        measured = []
+        measured, clocks = [], []
         for entry in (f"{case.name}-run{r + 1}" for r in range(runs)):
             v = verdict.get(entry)
             if v is None:
@@ -209,7 +274,11 @@ def _time_reference(name: str, part: Part, assignment: Assignment, build_dir: Pa
             t = v["timing"]
             chosen = scored_time(t)
             measured.append(gflops(matmul_flop(case.j, case.k, case.l), chosen.ms))
-        speeds.append(ReferenceSpeed(name, case.j, case.k, case.l, tuple(round(g, 1) for g in measured)))
+            clocks.append(readings.get(entry, read_clocks(None)).to_dict())
+        # The profiled call is the last case's: the last timing size's.
+        counters = profiled.counters if profiled.traffic and case is part.cases["timing"][-1] else {}
+        speeds.append(ReferenceSpeed(name, case.j, case.k, case.l, tuple(round(g, 1) for g in measured),
+                                     tuple(clocks), counters=counters))
     return speeds
 
 
@@ -378,6 +447,9 @@ def describe(calibration: Calibration, ceilings, assignment: Assignment) -> str:
             lines.append(f"* {part.id} is scored against cuBLAS SGEMM (FP32), timed here: full points from "
                          f"{100 * part.versus_cublas.full_at:.0f} % of it, none at or below the reference of "
                          f"{' or '.join(part.versus_cublas.zero_at_reference_of)} at the same size.")
+    for throttled in calibration.throttled:
+        lines.append(f"Throttled: {throttled}, when timed and again when timed once more: its figure and the "
+                     "targets it sets may be low. Recalibrate on a cool, idle GPU (`tilelab calibrate`).")
     if calibration.rule == MEASURED_RULE:
         lines.append(f"Cache: {cache_file(calibration.device_uuid)}")
     return "\n".join(lines)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from .traffic import Traffic
+
 if TYPE_CHECKING:
     from ..grading.answers import AnswersResult
 
@@ -93,6 +95,9 @@ class Speed:
     flags: list = field(default_factory=list)  # integrity notes (e.g. wall clock used instead of events)
     versus: str = "reference"  # what full_at is a fraction of: "reference" or "cublas"
     cublas_gflops: Optional[float] = None  # cuBLAS SGEMM (FP32) at this size on this GPU, when versus is "cublas"
+    # The GPU's clocks around the timed calls (grading/clocks.py, Clocks.to_dict) and whether this size was
+    # timed twice because the first timing throttled; None in results written before clocks were read.
+    clocks: Optional[dict] = None
 
     @property
     def of_cublas(self) -> Optional[float]:
@@ -118,6 +123,10 @@ class PartResult:
     hidden_total: int = 0  # hidden cases graded (their names stay hidden in student views)
     withheld_by: list = field(default_factory=list)  # stages whose failure took the correctness points
     not_written: list = field(default_factory=list)  # the starter's TODO stubs left: "launchNaive (line 35)"
+    traffic: Optional[Traffic] = None  # counters of one call at the timing size (traffic.py); no points
+    traffic_note: str = ""  # why there are none, when the part was timed
+    reference_traffic: Optional[Traffic] = None  # the part's reference solution's, on this GPU
+    traffic_hints: list = field(default_factory=list)  # what the counters suggest trying (counter_hints.py)
 
     @property
     def score(self) -> float:

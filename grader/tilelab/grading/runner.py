@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..system import process
+from . import traffic
 
 if TYPE_CHECKING:
     import threading
@@ -75,13 +76,17 @@ def write_cases(
     timing: Optional[dict] = None,
     record_launches: bool = True,
     harness_id: Optional[str] = None,
+    profile: bool = False,
 ) -> Path:
     """Writes a case file for `entries`, a list of (name in the file, Case).
     The harness refuses a case file for another part than its own; one that
     runs the part's cases under another name (the cuBLAS baseline) is named
-    by `harness_id`."""
+    by `harness_id`. With `profile`, the last case also reads the hardware
+    counters of one more call (traffic.py), after everything else it does."""
     workdir.mkdir(parents=True, exist_ok=True)
     cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing) for i, (name, case) in enumerate(entries)]
+    if profile and cases:
+        cases[-1]["profile"] = traffic.profile_entry()
     doc = {"version": 1, "part": harness_id or part.id, "result": str(workdir / "result.json"),
            "record_launches": record_launches, "cases": cases}
     path = workdir / "cases.json"

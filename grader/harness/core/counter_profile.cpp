@@ -1,0 +1,295 @@
+#include "counter_profile.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+
+namespace tilelab {
+
+namespace {
+
+// A CUPTI call that failed: which one, and CUPTI's word for it.
+struct CuptiFailure {
+  const char* call;
+  CUptiResult result;
+};
+
+void check(CUptiResult result, const char* call) {
+  if (result != CUPTI_SUCCESS) throw CuptiFailure{call, result};
+}
+
+std::string describe(const CuptiFailure& f) {
+  const char* text = nullptr;
+  cuptiGetResultString(f.result, &text);
+  return std::string(f.call) + ": " + (text != nullptr ? text : "error " + std::to_string(f.result));
+}
+
+// A cold L2 before every pass: written over with a buffer twice its size.
+void flush_l2() {
+  static void* scratch = nullptr;
+  static size_t bytes = 0;
+  if (scratch == nullptr) {
+    int device = 0, l2 = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0) {
+      return;
+    }
+    bytes = 2 * static_cast<size_t>(l2);
+    if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
+      scratch = nullptr;
+      return;
+    }
+  }
+  cudaMemset(scratch, 0, bytes);
+  cudaDeviceSynchronize();
+}
+
+// What CUPTI holds for one profile; released in reverse order, whatever failed.
+class Session {
+ public:
+  ~Session() {
+    if (object_ != nullptr) {
+      CUpti_RangeProfiler_Disable_Params p{CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+      p.pRangeProfilerObject = object_;
+      cuptiRangeProfilerDisable(&p);
+    }
+    if (host_ != nullptr) {
+      CUpti_Profiler_Host_Deinitialize_Params p{CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+      p.pHostObject = host_;
+      cuptiProfilerHostDeinitialize(&p);
+    }
+    if (initialized_) {
+      CUpti_Profiler_DeInitialize_Params p{CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE};
+      cuptiProfilerDeInitialize(&p);
+    }
+  }
+
+  void enable() {
+    CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
+    initialized_ = true;
+    // The driver's entry point through the runtime: linking libcuda would
+    // keep the harness from starting (and saying so) on a machine without a GPU.
+    using GetCurrent = CUresult (*)(CUcontext*);
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUcontext ctx = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &entry, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        entry == nullptr || reinterpret_cast<GetCurrent>(entry)(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
+      throw CuptiFailure{"cuCtxGetCurrent", CUPTI_ERROR_INVALID_CONTEXT};
+    }
+    CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    enable.ctx = ctx;
+    check(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable");
+    object_ = enable.pRangeProfilerObject;
+
+    int device = 0;
+    cudaGetDevice(&device);
+    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    chip.deviceIndex = static_cast<size_t>(device);
+    check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
+    // Without the counter availability image CUPTI schedules one metric a
+    // pass (25 passes instead of 4 on the H100), which costs more than reading it.
+    CUpti_Profiler_GetCounterAvailability_Params avail{CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+    avail.ctx = ctx;
+    check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
+    availability_.resize(avail.counterAvailabilityImageSize);
+    avail.pCounterAvailabilityImage = availability_.data();
+    check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
+    CUpti_Profiler_Host_Initialize_Params host{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    host.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    host.pChipName = chip.pChipName;
+    host.pCounterAvailabilityImage = availability_.data();
+    check(cuptiProfilerHostInitialize(&host), "cuptiProfilerHostInitialize");
+    host_ = host.pHostObject;
+  }
+
+  // Adds the metrics this GPU's profiler knows, all in one call: added one
+  // at a time, each would be scheduled in passes of its own.
+  std::vector<std::string> configure(const std::vector<std::string>& metrics, std::vector<std::string>* unavailable) {
+    std::vector<std::string>& taken = taken_;
+    taken.clear();
+    for (const std::string& name : metrics) {
+      CUpti_Profiler_Host_GetMetricProperties_Params props{CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
+      props.pHostObject = host_;
+      props.pMetricName = name.c_str();
+      (cuptiProfilerHostGetMetricProperties(&props) == CUPTI_SUCCESS ? taken : *unavailable).push_back(name);
+    }
+    names_.clear();
+    for (const std::string& name : taken) names_.push_back(name.c_str());
+    if (!taken.empty()) {
+      CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+      add.pHostObject = host_;
+      add.ppMetricNames = names_.data();
+      add.numMetrics = names_.size();
+      check(cuptiProfilerHostConfigAddMetrics(&add), "cuptiProfilerHostConfigAddMetrics");
+    }
+    if (taken.empty()) return taken;
+    CUpti_Profiler_Host_GetConfigImageSize_Params size{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    size.pHostObject = host_;
+    check(cuptiProfilerHostGetConfigImageSize(&size), "cuptiProfilerHostGetConfigImageSize");
+    config_.resize(size.configImageSize);
+    CUpti_Profiler_Host_GetConfigImage_Params image{CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    image.pHostObject = host_;
+    image.configImageSize = config_.size();
+    image.pConfigImage = config_.data();
+    check(cuptiProfilerHostGetConfigImage(&image), "cuptiProfilerHostGetConfigImage");
+
+    CUpti_RangeProfiler_GetCounterDataSize_Params data{CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
+    data.pRangeProfilerObject = object_;
+    data.pMetricNames = names_.data();
+    data.numMetrics = names_.size();
+    data.maxNumOfRanges = 1;
+    data.maxNumRangeTreeNodes = 1;
+    check(cuptiRangeProfilerGetCounterDataSize(&data), "cuptiRangeProfilerGetCounterDataSize");
+    counters_.assign(data.counterDataSize, 0);
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params init{
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    init.pRangeProfilerObject = object_;
+    init.counterDataSize = counters_.size();
+    init.pCounterData = counters_.data();
+    check(cuptiRangeProfilerCounterDataImageInitialize(&init), "cuptiRangeProfilerCounterDataImageInitialize");
+
+    CUpti_RangeProfiler_SetConfig_Params set{CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
+    set.pRangeProfilerObject = object_;
+    set.configSize = config_.size();
+    set.pConfig = config_.data();
+    set.counterDataImageSize = counters_.size();
+    set.pCounterDataImage = counters_.data();
+    set.range = CUPTI_UserRange;
+    set.replayMode = CUPTI_UserReplay;
+    set.maxRangesPerPass = 1;
+    set.numNestingLevels = 1;
+    set.minNestingLevel = 1;
+    set.passIndex = 0;
+    set.targetNestingLevel = 1;
+    check(cuptiRangeProfilerSetConfig(&set), "cuptiRangeProfilerSetConfig");
+    return taken;
+  }
+
+  // One pass: the call inside the range. True once every pass was made.
+  bool pass(const std::function<std::string()>& call, std::string* call_error) {
+    CUpti_RangeProfiler_Start_Params start{CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+    start.pRangeProfilerObject = object_;
+    check(cuptiRangeProfilerStart(&start), "cuptiRangeProfilerStart");
+    CUpti_RangeProfiler_PushRange_Params push{CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
+    push.pRangeProfilerObject = object_;
+    push.pRangeName = "call";
+    check(cuptiRangeProfilerPushRange(&push), "cuptiRangeProfilerPushRange");
+    *call_error = call();
+    CUpti_RangeProfiler_PopRange_Params pop{CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
+    pop.pRangeProfilerObject = object_;
+    check(cuptiRangeProfilerPopRange(&pop), "cuptiRangeProfilerPopRange");
+    CUpti_RangeProfiler_Stop_Params stop{CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+    stop.pRangeProfilerObject = object_;
+    check(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop");
+    return stop.isAllPassSubmitted != 0;
+  }
+
+  std::vector<double> values() {
+    CUpti_RangeProfiler_DecodeData_Params decode{CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+    decode.pRangeProfilerObject = object_;
+    check(cuptiRangeProfilerDecodeData(&decode), "cuptiRangeProfilerDecodeData");
+    CUpti_RangeProfiler_GetCounterDataInfo_Params info{CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+    info.pCounterDataImage = counters_.data();
+    info.counterDataImageSize = counters_.size();
+    check(cuptiRangeProfilerGetCounterDataInfo(&info), "cuptiRangeProfilerGetCounterDataInfo");
+    if (info.numTotalRanges < 1) throw CuptiFailure{"cuptiRangeProfilerGetCounterDataInfo", CUPTI_ERROR_UNKNOWN};
+    std::vector<double> out(names_.size(), 0.0);
+    CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+    eval.pHostObject = host_;
+    eval.pCounterDataImage = counters_.data();
+    eval.counterDataImageSize = counters_.size();
+    eval.rangeIndex = 0;
+    eval.ppMetricNames = names_.data();
+    eval.numMetrics = names_.size();
+    eval.pMetricValues = out.data();
+    check(cuptiProfilerHostEvaluateToGpuValues(&eval), "cuptiProfilerHostEvaluateToGpuValues");
+    return out;
+  }
+
+ private:
+  bool initialized_ = false;
+  CUpti_RangeProfiler_Object* object_ = nullptr;
+  CUpti_Profiler_Host_Object* host_ = nullptr;
+  std::vector<uint8_t> availability_, config_, counters_;
+  std::vector<std::string> taken_;  // the metrics collected; names_ points into it
+  std::vector<const char*> names_;
+};
+
+}  // namespace
+
+nlohmann::json to_json(const CounterProfile& profile) {
+  nlohmann::json values = nlohmann::json::object();
+  for (const auto& [name, value] : profile.values) values[name] = value;
+  return {{"status", profile.status},
+          {"message", profile.message},
+          {"metrics", values},
+          {"unavailable", profile.unavailable},
+          {"passes", profile.passes},
+          {"setup_seconds", profile.setup_seconds}};
+}
+
+CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call) {
+  CounterProfile out;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    Session session;
+    session.enable();
+    const std::vector<std::string> taken = session.configure(metrics, &out.unavailable);
+    out.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (taken.empty()) {
+      out.status = kProfileUnsupported;
+      out.message = "this GPU's profiler knows none of the metrics asked for";
+      return out;
+    }
+    bool all = false;
+    while (!all) {
+      if (out.passes == kMaxProfilePasses) {
+        out.message = "the metrics need more than " + std::to_string(kMaxProfilePasses) + " passes";
+        return out;
+      }
+      flush_l2();
+      std::string call_error;
+      all = session.pass(call, &call_error);
+      ++out.passes;
+      if (!call_error.empty()) {
+        out.message = "the call failed while it was profiled: " + call_error;
+        return out;
+      }
+    }
+    const std::vector<double> values = session.values();
+    for (size_t i = 0; i < taken.size(); ++i) {
+      if (std::isfinite(values[i])) out.values[taken[i]] = values[i];
+    }
+    out.status = kProfileMeasured;
+  } catch (const CuptiFailure& f) {
+    switch (f.result) {
+      case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+        out.status = kProfileNotAllowed;
+        out.message = "this machine lets only administrators read the GPU's performance counters "
+                      "(the driver's RmProfilingAdminOnly)";
+        break;
+      case CUPTI_ERROR_NOT_SUPPORTED:
+      case CUPTI_ERROR_NOT_COMPATIBLE:
+      case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+        out.status = kProfileUnsupported;
+        out.message = describe(f);
+        break;
+      default:
+        out.status = kProfileFailed;
+        out.message = describe(f);
+    }
+  }
+  return out;
+}
+
+}  // namespace tilelab

@@ -1,0 +1,53 @@
+// Hardware counters of one launcher call, through CUPTI's range profiler.
+//
+// The trusted clock decides a part's speed points; these counters only
+// explain them (how many bytes each level of the memory hierarchy moved,
+// how many bank conflicts, how full the SMs were). Counters belong to a CUDA
+// context, so they are read in the process that runs the launcher: they are
+// as trustworthy as the launcher itself, and change no points.
+//
+// One user range around the whole call sums its kernels. The call is made
+// once per pass the metrics need (user replay), each time after L2 was
+// flushed, so DRAM traffic is what one cold call moves.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tilelab {
+
+// Why no figures came back, in the words the grader shows: "measured" or
+// one of the others, with a one-line message.
+inline constexpr const char* kProfileMeasured = "measured";
+inline constexpr const char* kProfileNotAllowed = "not_allowed";  // counters are for administrators here
+inline constexpr const char* kProfileUnsupported = "unsupported";  // this GPU or setup has no range profiler
+inline constexpr const char* kProfileFailed = "failed";
+inline constexpr const char* kProfileSkipped = "skipped";  // the call is too slow to repeat for its counters
+
+// A call slower than this is not profiled: the passes would repeat it
+// several times more, and the grading's time limit covers them too.
+inline constexpr double kProfileMaxCallMs = 500.0;
+
+// The most passes one profile may take: more means a metric list the
+// harness was never meant to collect, and the call would be repeated for long.
+inline constexpr int kMaxProfilePasses = 64;
+
+struct CounterProfile {
+  std::string status = kProfileFailed;
+  std::string message;
+  std::map<std::string, double> values;  // metric name -> value, for the whole call
+  std::vector<std::string> unavailable;  // names this GPU's profiler does not know
+  int passes = 0;
+  double setup_seconds = 0;  // CUPTI's part before the first pass
+};
+
+nlohmann::json to_json(const CounterProfile& profile);
+
+// Collects `metrics` over calls of `call` (it returns "" or why the call
+// failed). Needs the calling thread's CUDA context current.
+CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call);
+
+}  // namespace tilelab

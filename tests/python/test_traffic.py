@@ -1,0 +1,107 @@
+"""The traffic arithmetic on counters measured on the device, and untrusted profiles read safely.
+
+Counter values: tests/python/data/h100-reference-counters.json, each reference
+solution's timing case (4096^3) profiled by tilelab-harness on an NVIDIA H100
+80GB HBM3 (its "source" field says how and when).
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tilelab.grading import traffic
+from tilelab.grading.runner import write_cases
+from tilelab.spec.assignment import load_assignment
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASURED = json.loads((Path(__file__).parent / "data" / "h100-reference-counters.json").read_text())
+
+
+def measured(part: str) -> traffic.Traffic:
+    return traffic.traffic_from(MEASURED["parts"][part]["profile"]["metrics"], 4096, 4096, 4096)
+
+
+def test_the_data_names_its_source():
+    assert "H100" in MEASURED["source"] and "4096" in MEASURED["source"]
+
+
+def test_naive_global_loads_are_the_lectures_quarter_flop_per_byte():
+    naive = measured("naive")
+    assert naive.level(traffic.GLOBAL).intensity == pytest.approx(0.25, rel=0.10)
+    # Two 4-byte loads per multiply-add: 2 FLOP per 8 bytes, and 2 j k l of them.
+    assert naive.level(traffic.GLOBAL).bytes == pytest.approx(4 * naive.flop, rel=0.01)
+
+
+@pytest.mark.parametrize("part", ["tiled", "boundary", "rectangular"])
+def test_tiled_global_loads_are_t_over_four(part):
+    tile = 32  # the references' T
+    assert measured(part).level(traffic.GLOBAL).intensity == pytest.approx(tile / 4, rel=0.10)
+
+
+def test_each_level_below_the_threads_moves_fewer_bytes_for_tiles():
+    tiled = measured("tiled")
+    assert tiled.level("DRAM").intensity > tiled.level("L1").intensity
+    # DRAM reads at least the compulsory bytes: M and N once, and P written once.
+    assert tiled.level("DRAM").bytes >= 3 * 4096 * 4096 * 4 * 0.99
+
+
+def test_coalescing_figures():
+    assert measured("naive").sectors_per_request == 2.0
+    assert measured("tiled").sectors_per_request == 4.0
+    assert measured("challenge").sectors_per_request == 16.0
+
+
+def test_stalls_are_shares_of_active_warp_cycles_largest_first():
+    stalls = measured("tiled").stalls
+    assert len(stalls) == 3 and all(0 <= share <= 1 for _, share in stalls)
+    assert [s for _, s in stalls] == sorted((s for _, s in stalls), reverse=True)
+
+
+def test_a_measured_profile_is_read_from_a_harness_case():
+    case = {"j": 4096, "k": 4096, "l": 4096,
+            "profile": dict(MEASURED["parts"]["naive"]["profile"], seconds=0.6, message="")}
+    got = traffic.profiled_case(case)
+    assert got.note == "" and got.traffic.level(traffic.GLOBAL).intensity == pytest.approx(0.25)
+    assert got.traffic.passes == MEASURED["parts"]["naive"]["profile"]["passes"]
+
+
+@pytest.mark.parametrize("case, note", [
+    (None, "not measured: the harness gave no counters"),
+    ({"profile": "yes"}, "not measured: the harness gave no counters"),
+    ({"profile": {"status": "not_allowed", "message": "admins only"}}, "not allowed here: admins only"),
+    ({"profile": {"status": "skipped", "message": "one call takes 900 ms"}}, "not read: one call takes 900 ms"),
+    ({"profile": {"status": "measured", "metrics": []}, "j": 4, "k": 4, "l": 4},
+     "not measured: the harness's counters could not be read"),
+    ({"profile": {"status": "measured", "metrics": {}}, "j": 0, "k": 4, "l": 4},
+     "not measured: the harness's counters could not be read"),
+    ({"profile": {"status": 7, "message": ["x"]}}, "not measured"),
+])
+def test_an_untrusted_profile_that_is_not_one_leaves_a_note(case, note):
+    got = traffic.profiled_case(case)
+    assert got.traffic is None and got.note == note
+
+
+def test_garbage_counter_values_are_dropped_not_trusted():
+    metrics = dict(MEASURED["parts"]["naive"]["profile"]["metrics"])
+    metrics[traffic.DRAM_READ_BYTES] = float("nan")
+    metrics[traffic.L2_BYTES] = -5
+    metrics[traffic.GLOBAL_LOAD_SECTORS] = True
+    t = traffic.profiled_case({"j": 4096, "k": 4096, "l": 4096,
+                               "profile": {"status": "measured", "metrics": metrics}}).traffic
+    assert t.level("DRAM") is None and t.level("L2") is None and t.sectors_per_request is None
+    assert t.level(traffic.GLOBAL).intensity == pytest.approx(0.25)
+    assert all(math.isfinite(v) for v in traffic.profiled_case(
+        {"j": 1, "k": 1, "l": 1, "profile": {"status": "measured", "metrics": metrics}}).counters.values())
+
+
+def test_the_case_file_asks_for_the_counters_on_the_last_case_only(tmp_path):
+    assignment = load_assignment(ROOT / "assignment.yaml")
+    part = assignment.part("naive")
+    entries = [(c.name, c) for c in part.cases["public"][:3]]
+    doc = json.loads(write_cases(part, entries, tmp_path, 1, profile=True).read_text())
+    assert [("profile" in c) for c in doc["cases"]] == [False, False, True]
+    assert doc["cases"][-1]["profile"]["metrics"] == list(traffic.METRICS)
+    plain = json.loads(write_cases(part, entries, tmp_path / "plain", 1).read_text())
+    assert not any("profile" in c for c in plain["cases"])
