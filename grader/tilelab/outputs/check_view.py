@@ -10,10 +10,13 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..grading.model import ESTIMATED_RULE, NO_DEVICE_NOTE, STAGE_TITLES, STAGES, GradeResult
+from .traffic_view import check_row
 
 _FOUND = "what can be told without a GPU"
+_HINT = "what the counters suggest"
 _STYLE = {"passed": ("ok", "green"), "failed": ("FAIL", "bold red"), "not_run": ("-", "dim"),
           "error": ("grader error", "yellow")}
 # Where a student without a GPU of their own gets the GPU stages run.
@@ -31,7 +34,7 @@ def _table(title: str, columns: tuple) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for column in columns:
         # Short cells never break; a long one (what was found) wraps, never cut.
-        table.add_column(column, overflow="fold", no_wrap=column != _FOUND)
+        table.add_column(column, overflow="fold", no_wrap=column not in (_FOUND, _HINT))
     return table
 
 
@@ -92,6 +95,20 @@ def _with_gpu(result: GradeResult, console: Console) -> None:
                       "timed on this GPU"
                       + ("; for a part scored against cuBLAS, a share of cuBLAS SGEMM (FP32) timed here."
                          if any(s.versus == "cublas" for s in timed) else "."))
+    _traffic(result, console)
+
+
+def _traffic(result: GradeResult, console: Console) -> None:
+    """The counters of each profiled part in one small table: nothing when
+    no part was timed (`check --fast`), so nothing was profiled."""
+    rows = [row for row in (check_row(p) for p in result.parts) if row is not None]
+    if not rows:
+        return
+    table = _table("What one call moved, in FLOP/B (hardware counters; no points)",
+                   ("part", "global loads", "DRAM", _HINT))
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))  # as text: a hint may hold M[i], which is not markup
+    console.print(table)
 
 
 def _answers_line(result: GradeResult) -> str:

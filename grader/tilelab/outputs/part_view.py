@@ -18,7 +18,8 @@ from ..grading.model import STAGE_TITLES, STAGES, CaseResult, GradeResult, PartR
 from ..text.markdown import cap_lines
 from ..text.numbers import fmt_bytes, fmt_gflops, fmt_ms, fmt_percent, fmt_points
 from . import causes
-from .speed_words import speed_rows, speed_verdict
+from .speed_words import speed_rows, speed_verdict, timed_sizes
+from .traffic_view import traffic_view
 
 # Tables of first wrong elements per case set: the first failing cases say
 # what is wrong; ten more tables of the same mistake bury the hints.
@@ -323,8 +324,9 @@ def part_view(part: PartResult, result: GradeResult, staff: bool) -> dict:
         "check_mode": result.mode == "check",
         "speed_stage": by_name["speed"],
         "speed_rows": speed_rows(part.speed, part, staff) if part.speed is not None else [],
-        "speed_verdict": speed_verdict(part.speed) if part.speed is not None else "",
+        "speed_verdict": speed_verdict(part.speed, timed_sizes(part)) if part.speed is not None else "",
         "speed_flags": [redact(str(f)) for f in part.speed.flags] if part.speed is not None else [],
+        "traffic": traffic_view(part, redact),
         "launches": _launch_rows(part.launches) if staff else [],
         "launch_line": _launch_line(part.launches),
     }

@@ -16,6 +16,7 @@ from ..grading.model import GradeResult
 from ..text.numbers import fmt_date, fmt_gflops, fmt_intensity, fmt_points, fmt_points_unit
 from .part_view import STATUS_MARKERS, hidden_redactor, part_view
 from .roofline_plot import roofline_of
+from .speed_words import positive
 
 AUDIENCES = ("student", "staff")
 
@@ -93,7 +94,13 @@ def _ceilings_line(result: GradeResult) -> str:
     if roof is None:
         return ""
     fp32, dram = roof
-    return (f"Ceilings measured on this GPU: FP32 {fmt_gflops(fp32)} GFLOP/s, DRAM {fmt_gflops(dram)} GB/s; "
+    # The on-chip levels where this GPU's measurement has them (older results lack them).
+    ceilings = result.ceilings or {}
+    on_chip = "".join(f", {what} {fmt_gflops(ceilings[key])} GB/s"
+                      for what, key in (("L2", "l2_gbps"), ("shared memory", "shared_gbps"))
+                      if positive(ceilings.get(key)))
+    return (f"Ceilings measured on this GPU: FP32 {fmt_gflops(fp32)} GFLOP/s, DRAM {fmt_gflops(dram)} GB/s"
+            f"{on_chip}; "
             f"a kernel needs more than {fmt_intensity(fp32 / dram)} FLOP per byte of DRAM traffic "
             f"(the ridge point) to be limited by arithmetic rather than memory.")
 

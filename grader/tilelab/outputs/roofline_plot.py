@@ -1,5 +1,12 @@
 """The report's roofline plot: each timed part against the GPU's measured ceilings.
 
+Where a part's counters were read (grading/traffic.py) the plot is a
+hierarchical roofline, one small panel per part: the part at its measured
+intensity at each level of the memory hierarchy, its reference solution
+beside it, under the FP32 roof and the slopes of every level measured
+(traffic_plot.py). Without counters each part is one point at the product's
+compulsory DRAM intensity.
+
 The pieces serve every roofline plot of the project (the report's, the
 leaderboard's); one_figure_at_a_time serves every figure (the handout's
 too). matplotlib is imported inside the functions that draw, and through
@@ -21,6 +28,7 @@ from ..grading.scoring import CUBLAS
 from ..system.warmup import warm_up
 from ..text.numbers import fmt_gflops, fmt_intensity
 from .speed_words import positive
+from .traffic_plot import draw_hierarchy, plain_ticks
 
 
 def roofline_of(result: GradeResult) -> Optional[tuple]:
@@ -73,8 +81,6 @@ def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, devi
     # state (current figure, backend) that a program importing us may own.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
-
     (x_low, x_high), (y_low, y_high) = x_range, y_range
     ridge = fp32 / dram
     figure = Figure(figsize=size, dpi=120)
@@ -95,15 +101,7 @@ def roofline_axes(fp32: float, dram: float, x_range: tuple, y_range: tuple, devi
     axes.set_ylabel("GFLOP/s")
     axes.set_title(f"Roofline on {device}")
     axes.grid(True, which="major", linewidth=0.5, alpha=0.5)
-    # Plain numbers on the decades (1,000 and 10,000, not 10^3 and 10^4) and
-    # no minor ticks: a log axis's own labels are mathtext, whose first use
-    # in a process is as slow as the rest of the plot (measured:
-    # docs/measurements-archive.md, "Fast feedback, continued: fewer waits
-    # on the critical path").
-    plain = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}")
-    axes.xaxis.set_major_formatter(plain)
-    axes.yaxis.set_major_formatter(plain)
-    axes.minorticks_off()
+    plain_ticks(axes)
     return figure, axes
 
 
@@ -160,6 +158,11 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
     parts = _plottable_parts(result)
     if roof is None or not parts:
         return False
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if any(p.traffic is not None for p in parts):
+        draw_hierarchy(result, parts, path, _device(result))
+        return True
     fp32, dram = roof
     ridge = fp32 / dram
     intensities = [p.speed.intensity for p in parts] + [ridge]
@@ -168,8 +171,7 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
     lowest = min([p.speed.gflops for p in parts]
                  + [p.speed.target_gflops for p in parts if positive(p.speed.target_gflops)])
     y_range = (min(lowest, dram * x_low) / 2, fp32 * 3)
-    device = (result.ceilings or {}).get("device_name") or (result.gpu or {}).get("name") or "this GPU"
-    figure, axes = roofline_axes(fp32, dram, (x_low, x_high), y_range, device)
+    figure, axes = roofline_axes(fp32, dram, (x_low, x_high), y_range, _device(result))
 
     colours = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     references = [p for p in parts if positive(p.speed.reference_gflops)]
@@ -199,7 +201,9 @@ def plot_roofline(result: GradeResult, path: Path) -> bool:
         axes.plot([], [], marker="*", markersize=11, color="#444444", markeredgecolor="black",
                   markeredgewidth=0.5, linestyle="none",
                   label="reference solution, estimated" if estimated else "reference solution on this GPU")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(figure, axes, path)
     return True
+
+
+def _device(result: GradeResult) -> str:
+    return (result.ceilings or {}).get("device_name") or (result.gpu or {}).get("name") or "this GPU"

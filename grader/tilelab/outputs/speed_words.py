@@ -8,7 +8,9 @@ Shared by the reports (part_view.py) and Gradescope's speed test
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
+from ..grading.clocks import throttled_words
 from ..grading.model import ESTIMATED_RULE, PartResult, Speed
 from ..grading.scoring import CUBLAS
 from ..text.numbers import fmt_gflops, fmt_intensity, fmt_ms, fmt_percent, fmt_points
@@ -135,13 +137,18 @@ def speed_rows(speed: Speed, part: PartResult, staff: bool) -> list:
     return rows
 
 
-def speed_verdict(speed: Speed) -> str:
-    """One sentence on where the kernel stands. Follows the fraction, not the
-    GFLOP/s alone: an implausible timing earns nothing however fast it looks."""
+def speed_verdict(speed: Speed, sizes: Sequence[Speed] = ()) -> str:
+    """One sentence on where the kernel stands (`sizes`: every timed size's
+    Speed). Follows the fraction, not the GFLOP/s alone: an implausible timing
+    earns nothing however fast it looks, and one the GPU throttled twice is
+    not called slow."""
     if speed.fraction <= 0 and speed.gflops > speed.zero_gflops:
         return "This timing earns no speed points: see the integrity notes."
     if speed.fraction >= 1:
         return "At or above the full-credit target."
+    if throttled := throttled_words([speed.clocks] + [s.clocks for s in sizes]):
+        return (f"Not judged here: the GPU was {throttled} while this part was timed, twice, so the time may "
+                "understate your kernel. It is scored as measured for now, and a TA will look at it.")
     if speed.fraction <= 0:
         if speed.versus == CUBLAS:
             return ("At or below the no-credit threshold at some size: no faster there than the textbook tiled "
