@@ -91,9 +91,12 @@ def lecture_sentence(traffic: Traffic, reference: Optional[Traffic]) -> str:
 def wide_load_note(traffic: Traffic) -> str:
     """The global-load level counts a warp's load instruction as 32 floats;
     float4 loads ask for four times that, which shows as far fewer bytes
-    asked for than L1 moved."""
+    asked for than L1 moved. Scattered loads of single floats move more
+    than they ask for too, but their sectors per request are not a whole
+    multiple of a coalesced warp's (8 for float2, 16 for float4)."""
     asked, moved = intensity_of(traffic, LECTURE_LEVEL), intensity_of(traffic, "L1")
-    if asked is None or moved is None or asked < 2 * moved:
+    sectors = traffic.sectors_per_request
+    if asked is None or moved is None or asked < 2 * moved or sectors not in (8.0, 16.0):
         return ""
     return ("This kernel loads more than one float per instruction (float4, for instance): the global-load line "
             "counts each instruction as 32 floats, so it reads up to four times high; L1 shows the bytes moved.")
