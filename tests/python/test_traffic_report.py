@@ -20,7 +20,8 @@ from tilelab.outputs.rendering import render_html, render_markdown
 from tilelab.outputs.report import write_reports
 from tilelab.outputs.roofline_plot import plot_roofline
 from tilelab.outputs.traffic_plot import memory_roofs
-from tilelab.outputs.traffic_view import fmt_flop_per_byte, fmt_gigabytes, loads_per_fma, traffic_view
+from tilelab.outputs.traffic_view import loads_per_fma, traffic_view
+from tilelab.text.numbers import fmt_flop_per_byte, fmt_gigabytes
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..text.numbers import fmt_percent
+from ..text.numbers import fmt_gigabytes, fmt_percent
 from .occupancy import BLOCK_SIZE, LIMITERS, REGISTERS, SHARED_MEMORY
 from .traffic import GLOBAL, Traffic
 
@@ -49,13 +49,6 @@ WAITS = ("waiting for global or local memory", "waiting for shared memory", "wai
 SPILL_BYTES = 0.0
 
 
-def _gb(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:,.0f} {unit}" if n >= 100 * size else f"{n / size:.3g} {unit}"
-    return f"{n:,.0f} B"
-
-
 def _l1_share(traffic: Optional[Traffic]) -> Optional[float]:
     """L1's bytes over the global loads the threads asked for (stores make it a little above 1 when coalesced)."""
     l1, asked = (traffic.level("L1"), traffic.level(GLOBAL)) if traffic is not None else (None, None)
@@ -82,7 +75,7 @@ def coalescing_hint(name: str, traffic: Traffic, reference: Optional[Traffic]) -
             f"— let threadIdx.x pick the column.")
     share, ref = _l1_share(traffic), _l1_share(reference)
     if share is not None:
-        text += (f" L1 moved {_gb(traffic.level('L1').bytes)} for the {_gb(traffic.level(GLOBAL).bytes)} of "
+        text += (f" L1 moved {fmt_gigabytes(traffic.level('L1').bytes)} for the {fmt_gigabytes(traffic.level(GLOBAL).bytes)} of "
                  f"loads your threads asked for ({share:.1f}x"
                  + (f"; the reference {ref:.1f}x" if ref is not None else "")
                  + "): a coalesced warp's loads move about as many bytes as they ask for, or fewer.")
@@ -176,7 +169,7 @@ def occupancy_hint(name: str, traffic: Traffic, reference: Optional[Traffic]) ->
 def spill_hint(name: str, traffic: Traffic) -> Optional[str]:
     if traffic.local_bytes <= SPILL_BYTES:
         return None
-    return (f"{name}: {_gb(traffic.local_bytes)} of local-memory traffic per call: registers spilled to memory, "
+    return (f"{name}: {fmt_gigabytes(traffic.local_bytes)} of local-memory traffic per call: registers spilled to memory, "
             f"or an array indexed by a value only known at run time. Keep fewer accumulators per thread, index "
             f"per-thread arrays only by constants (fully unrolled loops), and if you set __launch_bounds__ with a "
             f"minimum of blocks per SM (or -maxrregcount), allow more registers; -Xptxas -v prints each kernel's "

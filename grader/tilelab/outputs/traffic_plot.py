@@ -20,9 +20,9 @@ from pathlib import Path
 
 from ..grading.model import GradeResult
 from ..grading.traffic import GLOBAL, LEVELS
-from ..text.numbers import fmt_gflops
+from ..text.numbers import fmt_flop_per_byte, fmt_gflops
 from .speed_words import positive
-from .traffic_view import fmt_flop_per_byte, profiled_speed
+from .traffic_view import profiled_speed
 
 # level -> (marker, colour, words in the legend). DRAM, L2 and shared share
 # their roof's colour; global loads and L1 have no measured roof.

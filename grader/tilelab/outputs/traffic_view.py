@@ -9,42 +9,16 @@ the roofline plot places the same levels, so the three cannot disagree.
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional
 
 from ..grading.model import PartResult, Speed
 from ..grading.traffic import GLOBAL, LEVEL_TITLES, LEVELS, Traffic
-from ..text.numbers import fmt_percent
+from ..text.numbers import fmt_flop_per_byte, fmt_gigabytes, fmt_percent
 from .speed_words import positive, timed_sizes
 
 # The level whose intensity the lecture teaches (0.25 naive, T/4 tiled).
 LECTURE_LEVEL = GLOBAL
 NONE = "-"
-
-
-def fmt_flop_per_byte(x) -> str:
-    """FLOP per byte with two or three significant digits: 0.25, 0.381, 8.0, 16.1, 201.
-    Below 10 one decimal stays, so a tiled kernel's 8.0 reads as the
-    lecture's figure and not as a rounded count."""
-    if not isinstance(x, (int, float)) or not math.isfinite(x):
-        return str(x)
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) >= 1:
-        return f"{x:.1f}"
-    return f"{x:.3g}"
-
-
-def fmt_gigabytes(n) -> str:
-    """Bytes in GB (10^9) with three significant digits, smaller amounts in MB or kB."""
-    if not isinstance(n, (int, float)) or not math.isfinite(n):
-        return str(n)
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= size:
-            value = n / size
-            decimals = 0 if value >= 100 else 1 if value >= 10 else 2  # three digits, trailing zeros kept
-            return f"{value:,.{decimals}f} {unit}"
-    return f"{n:.0f} B"
 
 
 def profiled_speed(part: PartResult) -> Optional[Speed]:
