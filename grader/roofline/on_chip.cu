@@ -30,6 +30,18 @@ int resident_blocks(const cudaDeviceProp& prop, const void* kernel, int block) {
   return prop.multiProcessorCount * std::max(blocks_per_sm, 1);
 }
 
+// Uses every loaded value, so no load can be dropped as dead.
+template <int N>
+__device__ __forceinline__ void add_all(float4& sum, const float4 (&v)[N]) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    sum.x += v[u].x;
+    sum.y += v[u].y;
+    sum.z += v[u].z;
+    sum.w += v[u].w;
+  }
+}
+
 // --- L2 bandwidth ----------------------------------------------------------
 
 // The buffer is this share of the L2. The H100's L2 is two partitions, and a
@@ -68,13 +80,7 @@ __global__ void tilelab_roofline_l2_read(const float4* __restrict__ data, unsign
       i += stride;
       if (i >= count) i -= count;
     }
-#pragma unroll
-    for (int u = 0; u < kL2Unroll; ++u) {
-      sum.x += v[u].x;
-      sum.y += v[u].y;
-      sum.z += v[u].z;
-      sum.w += v[u].w;
-    }
+    add_all(sum, v);
   }
   sink[thread] = sum.x + sum.y + sum.z + sum.w;
 }
@@ -118,13 +124,7 @@ __global__ void tilelab_roofline_shared_read(unsigned step, int trips, float* __
     float4 v[kSharedUnroll];
 #pragma unroll
     for (int u = 0; u < kSharedUnroll; ++u) v[u] = run[u * 32];
-#pragma unroll
-    for (int u = 0; u < kSharedUnroll; ++u) {
-      sum.x += v[u].x;
-      sum.y += v[u].y;
-      sum.z += v[u].z;
-      sum.w += v[u].w;
-    }
+    add_all(sum, v);
     window += step;
   }
   sink[blockIdx.x * blockDim.x + threadIdx.x] = sum.x + sum.y + sum.z + sum.w;
