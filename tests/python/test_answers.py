@@ -1,6 +1,7 @@
 """Grading answers.yaml: the real questions of assignment.yaml against the
 real key, and every kind of file a student can hand in instead of a good one."""
 
+import json
 import os
 import re
 import time
@@ -17,10 +18,10 @@ from tilelab.grading.answers import NO_KEY, QUESTION_STATUSES, TEXT_DISPLAY_CHAR
 from tilelab.grading.answers_file import MAX_BYTES
 from tilelab.spec.assignment import load_assignment
 
-# assignment.yaml: 31 number and choice questions of 1 point each (the 26 of
-# the textbook chapters and 5 on register and warp tiling), and 2 text
-# questions worth 3 points to a TA.
-AUTOMATIC_POINTS = 31
+# assignment.yaml: 34 number and choice questions of 1 point each (the 26 of
+# the textbook chapters, 3 on the traffic figures of the report and 5 on
+# register and warp tiling), and 2 text questions worth 3 points to a TA.
+AUTOMATIC_POINTS = 34
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +94,31 @@ def test_the_register_tiling_answers_follow_from_the_traffic_formulas(key):
     assert key["regtile-flop-per-read"] == (2 * v * v) / (2 * v) == v  # per step of k: V^2 multiply-adds, 2 V reads
     assert key["regtile-registers"] == v * v + v + v == 80  # running sums, then one step's operands
     assert key["warp-tile"] == "b"
+
+
+def _reference_traffic(part_id: str):
+    """The traffic of one reference solution's call at its timing size, from
+    the counters of a real H100 run (data/h100-reference-counters.json)."""
+    from tilelab.grading.traffic import traffic_from
+    data = json.loads((Path(__file__).resolve().parent / "data" / "h100-reference-counters.json").read_text())
+    part = data["parts"][part_id]
+    return traffic_from(part["profile"]["metrics"], part["j"], part["k"], part["l"])
+
+
+def test_the_traffic_answers_are_what_the_reports_of_the_references_show(questions, key):
+    """The traffic questions ask for figures of the student's own report:
+    the reference solutions' measured figures must earn the points (the
+    tiled reference uses the starter's 32 x 32 tiles), and the premise of
+    traffic-dram must hold for the naive one."""
+    by_id = {q.id: q for q in questions}
+    naive, tiled = _reference_traffic("naive"), _reference_traffic("tiled")
+    for qid, measured in (("traffic-naive-global", naive), ("traffic-tiled-global", tiled)):
+        figure = measured.level("global").intensity
+        assert abs(figure - key[qid]) <= by_id[qid].tolerance * key[qid], (qid, figure)
+    assert key["traffic-naive-global"] == 2 / (2 * 4)  # one multiply-add per float of M and of N
+    assert key["traffic-tiled-global"] == 32 / 4 == key["tile32-reduction"] * key["traffic-naive-global"]
+    assert naive.level("DRAM").intensity > 10 * naive.level("global").intensity
+    assert key["traffic-dram"] == "c" and "caches serve" in by_id["traffic-dram"].options["c"]
 
 
 def test_the_key_holds_the_working_of_every_automatic_answer(root, questions):
@@ -554,9 +580,9 @@ def test_the_detailed_json_holds_the_answers():
     assert "answers" in result.to_dict() and result.to_dict()["answers"] is None
     result.answers = graded_answers("answers-partial")
     d = result.to_dict()
-    assert d["answers"]["score"] == 22 and d["answers"]["max_score"] == AUTOMATIC_POINTS
+    assert d["answers"]["score"] == 25 and d["answers"]["max_score"] == AUTOMATIC_POINTS
     assert d["answers"]["manual_max"] == 3
-    assert d["score"] == 25 + 22 and d["max_score"] == 25 + AUTOMATIC_POINTS
+    assert d["score"] == 25 + 25 and d["max_score"] == 25 + AUTOMATIC_POINTS
     assert d["answers"]["questions"][3]["id"] == "tile32-reduction"
 
 

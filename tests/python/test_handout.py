@@ -25,7 +25,7 @@ from tilelab.authoring.handout_figures import (boundary_grid_spec, dynamic_tiles
                                                tile_phases_spec)
 from tilelab.authoring.starter import solution_region_lines
 from tilelab.text.markdown import md_text
-from tilelab.text.numbers import fmt_percent
+from tilelab.text.numbers import fmt_intensity, fmt_percent
 from tilelab.grading.answer_key import key_working
 from tilelab.spec.assignment import load_assignment
 from tilelab.spec.reference_gpu import published_gflops
@@ -155,16 +155,16 @@ def test_the_rubric_has_the_points_of_assignment_yaml(root, assignment):
 
 
 def test_the_real_rubric_keeps_the_challenge_out_of_its_total(root, assignment):
-    # assignment.yaml: parts 1 to 5 are worth 15 + 25 + 20 + 20 + 20 = 100, the 31
+    # assignment.yaml: parts 1 to 5 are worth 15 + 25 + 20 + 20 + 20 = 100, the 34
     # automatic questions 1 each; the challenge's 5 + 15 are extra credit.
     markdown = render_markdown(assignment, root)
     assert _markdown_row(markdown, "all parts")[1:] == ["70", "30", "100"]
-    assert _markdown_row(markdown, "**total**")[3] == "**131**"
+    assert _markdown_row(markdown, "**total**")[3] == "**134**"
     assert _markdown_row(markdown, "challenge: Challenge: toward cuBLAS (extra credit)")[1:] == ["5", "15", "+20"]
-    assert "Part 6 (`challenge`) is extra credit: its 20 points come on top of the total of 131" in markdown
+    assert "Part 6 (`challenge`) is extra credit: its 20 points come on top of the total of 134" in markdown
     page = _flat(_visible_html(render_html(assignment, root)))
     assert "challenge: Challenge: toward cuBLAS (extra credit) 5 15 +20" in page
-    assert "is extra credit: its 20 points come on top of the total of 131" in page
+    assert "is extra credit: its 20 points come on top of the total of 134" in page
 
 
 def _timing_rows(markdown: str, part_id: str) -> list:
@@ -217,6 +217,47 @@ def test_the_challenge_rows_are_scored_against_cublas_not_its_reference(root, as
     page = _flat(_visible_html(render_html(assignment, root)))
     assert "challenge 4096 × 4096 × 4096 51,661 78.7 % 41,329 9,256 tiled 47,670 (92.3 %)" in page
     assert "challenge 2048 × 4096 × 8192 51,929 79.1 % 41,543 9,076 rectangular 47,833 (92.1 %)" in page
+
+
+# Each level's row of the roofline table, nearest the threads first, and the key of its bandwidth.
+LEVEL_ROWS = (("shared memory, all SMs together", "shared_gbps"), ("L2 cache", "l2_gbps"), ("DRAM", "dram_gbps"))
+
+
+def test_the_roofline_shows_each_level_of_the_reference_gpu_with_its_ridge_point(root, assignment):
+    # handouts/reference-gpu.yaml: FP32 65,637 GFLOP/s; tilelab-roofline on an
+    # H100 80GB HBM3: shared memory 32,911 GB/s, L2 7,307; DRAM 3,036.
+    gpu = reference_gpu(root)
+    markdown = render_markdown(assignment, root)
+    assert _markdown_row(markdown, "FP32 arithmetic (FMA)") == ["FP32 arithmetic (FMA)", "65,637 GFLOP/s", ""]
+    assert [_markdown_row(markdown, label)[1:] for label, _ in LEVEL_ROWS] == \
+        [["32,911 GB/s", "1.99"], ["7,307 GB/s", "8.98"], ["3,036 GB/s", "21.6"]]
+    for label, key in LEVEL_ROWS:
+        assert _markdown_row(markdown, label)[2] == fmt_intensity(gpu["fp32_fma_gflops"] / gpu[key])
+    # Nearest the threads first, as the report's traffic figures are.
+    rows = [markdown.index(f"| {label} |") for label in ["FP32 arithmetic (FMA)"] + [l for l, _ in LEVEL_ROWS]]
+    assert rows == sorted(rows)
+    page = _flat(_visible_html(render_html(assignment, root)))
+    assert "FP32 arithmetic (FMA) 65,637 GFLOP/s shared memory, all SMs together 32,911 GB/s 1.99 L2 cache " \
+           "7,307 GB/s 8.98 DRAM 3,036 GB/s 21.6" in page
+    # Which level the lecture's figures belong to.
+    sentence = ("The lecture's 0.25 FLOP/B for the naive kernel, and T/4 with T × T tiles, count global loads as "
+                "the threads ask for them")
+    assert sentence in markdown and sentence in page
+    assert "so each bound is the FP32 rate itself. The reference solutions and the targets" in _flat(page)
+
+
+def test_the_on_chip_bandwidths_come_from_the_reference_gpu_file(root, tmp_path, assignment):
+    project = _edited_project(root, tmp_path, lambda doc: None)
+    path = project / "handouts" / "reference-gpu.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("\nl2_gbps: 7307\n", "\nl2_gbps: 6000\n"))
+    assert _markdown_row(render_markdown(assignment, project), "L2 cache") == ["L2 cache", "6,000 GB/s", "10.9"]
+    path.write_text(text.replace("\nshared_gbps: 32911\n", "\n"))
+    with pytest.raises(HandoutError, match=r"reference-gpu\.yaml: missing 'shared_gbps'"):
+        render_markdown(assignment, project)
+    path.write_text(text.replace("\nl2_gbps: 7307\n", "\nl2_gbps: fast\n"))
+    with pytest.raises(HandoutError, match=r"l2_gbps: must be a positive number of GB/s, got 'fast'"):
+        render_markdown(assignment, project)
 
 
 # --- an edit to assignment.yaml shows with no other edit -----------------------------------

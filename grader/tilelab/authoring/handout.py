@@ -10,6 +10,7 @@ hand it to students.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
@@ -22,7 +23,7 @@ from ..grading.scoring import CUBLAS, case_points, speed_target
 from ..outputs.rendering import render_page
 from ..spec.assignment import Assignment, Case, Part
 from ..spec.matmul import intensity
-from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
+from ..spec.reference_gpu import REFERENCE_GPU_PATH, ReferenceGpuError, load_reference_gpu, published_gflops
 from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
 from ..text.numbers import fmt_gflops, fmt_intensity, fmt_percent, fmt_points
@@ -86,12 +87,30 @@ def _read_yaml(path: Path, what: str):
         raise HandoutError(f"{path}: {what} is not valid YAML: {e}") from e
 
 
+# The on-chip rungs of the roofline ladder in reference-gpu.yaml, nearest the
+# threads first. spec.reference_gpu reads what `tilelab check` needs as well;
+# these only the handout shows, so they are read here.
+ON_CHIP_LEVELS = {"shared_gbps": "shared memory, all SMs together", "l2_gbps": "L2 cache"}
+
+
 def reference_gpu(root: Path) -> dict:
-    """The grading GPU's published figures (spec.reference_gpu), as a handout error when they are broken."""
+    """The grading GPU's published figures (spec.reference_gpu) and the
+    on-chip bandwidths of ON_CHIP_LEVELS, as a handout error when they are
+    broken."""
     try:
-        return load_reference_gpu(root)
+        gpu = load_reference_gpu(root)
     except ReferenceGpuError as e:
         raise HandoutError(str(e)) from None
+    path = Path(root) / REFERENCE_GPU_PATH
+    doc = _read_yaml(path, "the grading GPU's figures")
+    for key in ON_CHIP_LEVELS:
+        if key not in doc:
+            raise HandoutError(f"{path}: missing {key!r}")
+        value = doc[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise HandoutError(f"{path}: {key}: must be a positive number of GB/s, got {value!r}")
+        gpu[key] = float(value)
+    return gpu
 
 
 def _answer_key(root: Path, assignment: Assignment) -> tuple:
@@ -291,9 +310,7 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
         "zero_at": fmt_percent(rule.zero_at),
         "device": gpu["device"],
         "measured": gpu["measured"],
-        "ceiling_gflops": fmt_gflops(ceilings.fp32_gflops),
-        "dram_gbps": fmt_gflops(ceilings.dram_gbps),
-        "ridge": fmt_intensity(ceilings.ridge),
+        "levels": _ladder_levels(gpu),
         "rows": rows,
         "cublas_rows": cublas_rows,
         "cublas_parts": [{"number": n, "id": p.id, "full_at": fmt_percent(p.versus_cublas.full_at)}
@@ -302,6 +319,19 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
         "repetitions": assignment.timing["repetitions"],
         "combined": any(len(p.cases["timing"]) > 1 for p in assignment.parts),
     }
+
+
+def _ladder_levels(gpu: dict) -> list:
+    """The roofline at each level of the grading GPU, nearest the threads
+    first: the FP32 roof, then each memory level's bandwidth and ridge point
+    (the FP32 rate over it: the FLOP per byte of that level above which it
+    stops being the limit)."""
+    fp32 = gpu["fp32_fma_gflops"]
+    levels = [{"level": "FP32 arithmetic (FMA)", "rate": f"{fmt_gflops(fp32)} GFLOP/s", "ridge": ""}]
+    memories = [(words, gpu[key]) for key, words in ON_CHIP_LEVELS.items()] + [("DRAM", gpu["dram_gbps"])]
+    levels += [{"level": words, "rate": f"{fmt_gflops(gbps)} GB/s", "ridge": fmt_intensity(fp32 / gbps)}
+               for words, gbps in memories]
+    return levels
 
 
 def _cublas_row(part: Part, case: Case, target, ceilings: Ceilings, gpu: dict) -> dict:
