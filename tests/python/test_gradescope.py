@@ -117,11 +117,11 @@ def test_one_test_per_question_after_the_parts(assignment):
     doc = results_json(result, assignment)
     check_spec(doc)
     questions = [t for t in doc["tests"] if t["number"].startswith("Q.")]
-    assert [t["number"] for t in questions] == [f"Q.{n}" for n in range(1, 34)]
-    assert doc["tests"][-33:] == questions  # after every part's tests
+    assert [t["number"] for t in questions] == [f"Q.{n}" for n in range(1, 37)]
+    assert doc["tests"][-36:] == questions  # after every part's tests
     assert questions[0]["name"] == "Question matadd-smem"
-    assert doc["score"] == pytest.approx(25.0 + 22.0)
-    assert sum(t["max_score"] for t in questions) == 31
+    assert doc["score"] == pytest.approx(25.0 + 25.0)
+    assert sum(t["max_score"] for t in questions) == 34
     by_name = {t["name"]: t for t in questions}
     wrong = by_name["Question tile32-reduction"]
     assert (wrong["score"], wrong["max_score"], wrong["status"]) == (0, 1, "failed")
@@ -138,12 +138,12 @@ def test_one_test_per_question_after_the_parts(assignment):
     # Question results are shown after the due date (assignment.yaml): the
     # summary says they are graded, not how they went.
     assert all(t["visibility"] == "after_due_date" for t in questions)
-    assert "22 / 31" not in doc["output"] and "shown after the due date" in doc["output"]
+    assert "25 / 34" not in doc["output"] and "shown after the due date" in doc["output"]
     shown_now = dataclasses.replace(
         assignment, grading={**assignment.grading, "visibility": {**assignment.grading["visibility"],
                                                                   "questions": "visible"}})
     doc = results_json(result, shown_now)
-    assert "Questions: 22 / 31 automatic points (22 of 31 right, 6 wrong, 3 unanswered)" in doc["output"]
+    assert "Questions: 25 / 34 automatic points (25 of 34 right, 6 wrong, 3 unanswered)" in doc["output"]
 
 
 def test_question_tests_never_show_the_key(assignment, root):
