@@ -434,10 +434,10 @@ def questions_section(markdown: str) -> str:
 def test_questions_section_shows_answers_results_and_points(result):
     result.answers = graded_answers("answers-units-and-typos")
     md = render_markdown(result)
-    assert "**Score: 45.5 / 91**" in md  # 22.5 / 60 from the parts, 23 / 31 from the questions
-    assert "| questions (answers.yaml) | 23 / 31 | 23 of 31 right | - | 1 wrong, 6 not readable, 1 no answer |" in md
+    assert "**Score: 48.5 / 94**" in md  # 22.5 / 60 from the parts, 26 / 34 from the questions
+    assert "| questions (answers.yaml) | 26 / 34 | 26 of 34 right | - | 1 wrong, 6 not readable, 1 no answer |" in md
     section = questions_section(md)
-    assert section.startswith("## Questions (`answers.yaml`), 23 / 31")
+    assert section.startswith("## Questions (`answers.yaml`), 26 / 34")
     assert "| question | kind | your answer | result | points |" in section
     row = next(line for line in section.splitlines() if line.startswith("| `naive-roof`"))
     assert row == ("| `naive-roof` | number | 388.75 GFLOP/s | ✅ correct: Read as 388.75; the unit 'GFLOP/s' was "
@@ -470,7 +470,7 @@ def test_a_file_level_problem_heads_the_questions_section(result):
     md = render_markdown(result)
     section = questions_section(md)
     assert "**answers.yaml is not valid YAML (line 14, column" in section
-    assert "| questions (answers.yaml) | 0 / 31 | 0 of 31 right | - | answers.yaml is not valid YAML (line 14) |" in md
+    assert "| questions (answers.yaml) | 0 / 34 | 0 of 34 right | - | answers.yaml is not valid YAML (line 14) |" in md
 
 
 def test_without_questions_there_is_no_questions_section(result):
