@@ -10,7 +10,6 @@ hand it to students.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import yaml
@@ -23,7 +22,7 @@ from ..grading.scoring import CUBLAS, case_points, speed_target
 from ..outputs.rendering import render_page
 from ..spec.assignment import Assignment, Case, Part
 from ..spec.matmul import intensity
-from ..spec.reference_gpu import REFERENCE_GPU_PATH, ReferenceGpuError, load_reference_gpu, published_gflops
+from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
 from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
 from ..text.numbers import fmt_gflops, fmt_intensity, fmt_percent, fmt_points
@@ -87,30 +86,16 @@ def _read_yaml(path: Path, what: str):
         raise HandoutError(f"{path}: {what} is not valid YAML: {e}") from e
 
 
-# The on-chip rungs of the roofline ladder in reference-gpu.yaml, nearest the
-# threads first. spec.reference_gpu reads what `tilelab check` needs as well;
-# these only the handout shows, so they are read here.
+# The on-chip rungs of the roofline ladder (reference-gpu.yaml), nearest the threads first.
 ON_CHIP_LEVELS = {"shared_gbps": "shared memory, all SMs together", "l2_gbps": "L2 cache"}
 
 
 def reference_gpu(root: Path) -> dict:
-    """The grading GPU's published figures (spec.reference_gpu) and the
-    on-chip bandwidths of ON_CHIP_LEVELS, as a handout error when they are
-    broken."""
+    """The grading GPU's published figures (spec.reference_gpu), as a handout error when they are broken."""
     try:
-        gpu = load_reference_gpu(root)
+        return load_reference_gpu(root)
     except ReferenceGpuError as e:
         raise HandoutError(str(e)) from None
-    path = Path(root) / REFERENCE_GPU_PATH
-    doc = _read_yaml(path, "the grading GPU's figures")
-    for key in ON_CHIP_LEVELS:
-        if key not in doc:
-            raise HandoutError(f"{path}: missing {key!r}")
-        value = doc[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise HandoutError(f"{path}: {key}: must be a positive number of GB/s, got {value!r}")
-        gpu[key] = float(value)
-    return gpu
 
 
 def _answer_key(root: Path, assignment: Assignment) -> tuple:

@@ -63,7 +63,7 @@ def _ladders(raw, where: str) -> dict:
 
 
 def load_reference_gpu(root: Path) -> dict:
-    """{"device", "measured", "fp32_fma_gflops", "dram_gbps",
+    """{"device", "measured", "fp32_fma_gflops", "dram_gbps", "l2_gbps", "shared_gbps",
         "reference": {part id or "cublas": [{"size": (j, k, l), "gflops"}, ...]},
         "ladder": {part id: {"size": (j, k, l), "rungs": [{"technique", "file", "gflops"}, ...]}}}
     (ladder is optional in the file, {} without it)."""
@@ -76,7 +76,7 @@ def load_reference_gpu(root: Path) -> dict:
         raise ReferenceGpuError(f"{path}: the grading GPU's figures are not valid YAML: {e}") from e
     if not isinstance(doc, dict):
         raise ReferenceGpuError(f"{path}: must be a mapping")
-    for key in ("device", "measured", "fp32_fma_gflops", "dram_gbps", "reference"):
+    for key in ("device", "measured", "fp32_fma_gflops", "dram_gbps", "l2_gbps", "shared_gbps", "reference"):
         if key not in doc:
             raise ReferenceGpuError(f"{path}: missing {key!r}")
     measured = doc["measured"]
@@ -102,6 +102,8 @@ def load_reference_gpu(root: Path) -> dict:
         "measured": str(measured),
         "fp32_fma_gflops": _positive_number(doc["fp32_fma_gflops"], f"{path}: fp32_fma_gflops"),
         "dram_gbps": _positive_number(doc["dram_gbps"], f"{path}: dram_gbps"),
+        "l2_gbps": _positive_number(doc["l2_gbps"], f"{path}: l2_gbps"),
+        "shared_gbps": _positive_number(doc["shared_gbps"], f"{path}: shared_gbps"),
         "reference": reference,
         "ladder": _ladders(doc.get("ladder", {}), f"{path}: ladder"),
     }
