@@ -79,8 +79,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   // HINT:   4. M's slice stored transposed (and padded) in shared memory, so a
   // HINT:      thread reads its column of M with float4s too;
   // HINT:   5. double buffering: load the next slice while computing this one;
-  // HINT:   6. warp tiling: each warp owns a 64 x 64 tile of P, so the lanes'
-  // HINT:      shared reads broadcast instead of conflicting.
+  // HINT:   6. warp tiling: each warp owns a kWM x kWN tile of P (64 x 64, as
+  // HINT:      in the reference; the handout's rung 6 used 64 x 32), so the
+  // HINT:      lanes' shared reads broadcast instead of conflicting.
   // HINT: What is here now is correct but slow: one thread per column of the
   // HINT: block's tile, every operand read from global memory.
   __shared__ __align__(16) float As[2][kBK][kAStride];  // M's tile, transposed: As[.][t][row]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import require_pdf_stack
 
-from tilelab.authoring.dist import student_bundle
+from tilelab.authoring.dist import bundle_folder, bundle_name, student_bundle
 from tilelab.authoring.handout import write_handouts
 from tilelab.spec.assignment import load_assignment
 
@@ -42,9 +42,9 @@ def notebook_script() -> str:
 def test_the_notebook_is_valid_and_names_the_bundle_dist_makes():
     nb = json.loads(NOTEBOOK.read_text())
     assert nb["nbformat"] == 4 and all("source" in c and "cell_type" in c for c in nb["cells"])
-    name = load_assignment(ROOT / "assignment.yaml").name
+    assignment = load_assignment(ROOT / "assignment.yaml")
     script = notebook_script()
-    assert f"tar xzf tilelab-{name}-student.tar.gz" in script and f"cd tilelab-{name}\n" in script
+    assert f"tar xzf {bundle_name(assignment, 'student')}" in script and f"cd {bundle_folder(assignment)}\n" in script
     assert re.search(r"^\./scripts/bootstrap$", script, re.M) and "tilelab check naive" in script
 
 
@@ -54,7 +54,7 @@ def bundle(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("bundle")
     assignment = load_assignment(ROOT / "assignment.yaml")
     write_handouts(assignment, ROOT, work / "handout", variant="student")
-    return student_bundle(ROOT, work / f"tilelab-{assignment.name}-student.tar.gz", work / "handout")
+    return student_bundle(ROOT, work / bundle_name(assignment, "student"), work / "handout")
 
 
 def _run_notebook(bundle: Path, as_user=None) -> str:

@@ -4,6 +4,7 @@ assignment.yaml reaches the handout, the grader and both bundles."""
 import os
 import re
 import shutil
+import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 import yaml
 from conftest import require_pdf_stack
 
-from tilelab.authoring.dist import DistError, autograder_bundle, check_student_bundle, student_bundle
+from tilelab.authoring.dist import (STUDENT_SERVICE_FILE, TOKEN_ENV, DistError, autograder_bundle, bundle_folder,
+                                   bundle_name, check_student_bundle, student_bundle)
 from tilelab.authoring.handout import render_markdown, write_handouts
 from tilelab.spec.assignment import load_assignment
 
@@ -45,13 +47,13 @@ def bundles(tmp_path_factory):
 
 def test_student_bundle_holds_starter_handout_and_public_cases_only(root, bundles):
     tarball, _ = bundles
+    prefix = bundle_folder(load_assignment(root / "assignment.yaml")) + "/"
     with tarfile.open(tarball) as tar:
         names = tar.getnames()
-        shipped = yaml.safe_load(tar.extractfile("tilelab-tilelab_matmul/assignment.yaml"))
-        answers = tar.extractfile("tilelab-tilelab_matmul/starter/answers.yaml").read().decode()
-        bootstrap = tar.getmember("tilelab-tilelab_matmul/scripts/bootstrap")
+        shipped = yaml.safe_load(tar.extractfile(prefix + "assignment.yaml"))
+        answers = tar.extractfile(prefix + "starter/answers.yaml").read().decode()
+        bootstrap = tar.getmember(prefix + "scripts/bootstrap")
         bootstrap_text = tar.extractfile(bootstrap).read().decode()
-    prefix = "tilelab-tilelab_matmul/"
     for needed in ("README.md", "CMakeLists.txt", "starter/naive.cu", "starter/answers.yaml", "handout/handout.pdf",
                    "handout/handout.md", "grader/harness/part_main.cu", "grader/tilelab/grading/pipeline.py"):
         assert prefix + needed in names
@@ -112,7 +114,7 @@ def test_one_edit_of_assignment_yaml_reaches_handout_grader_and_bundles(root, tm
     handout_dir = tmp_path / "handout"
     write_handouts(edited, project, handout_dir, variant="student")
     with tarfile.open(student_bundle(project, tmp_path / "s.tar.gz", handout_dir)) as tar:
-        shipped = yaml.safe_load(tar.extractfile("tilelab-tilelab_matmul/assignment.yaml"))
+        shipped = yaml.safe_load(tar.extractfile(f"{bundle_folder(edited)}/assignment.yaml"))
     assert shipped["parts"][0]["points"]["correctness"] == 12
     assert 19 in shipped["parts"][0]["cases"]["public"]
     with zipfile.ZipFile(autograder_bundle(project, tmp_path / "a.zip")) as z:
@@ -170,3 +172,80 @@ def test_a_solved_starter_is_refused_by_both_bundles_and_names_the_fix(root, tmp
     (project / "starter" / "naive.cu").unlink()
     with pytest.raises(DistError, match=r"starter/naive.cu \(missing\)"):
         autograder_bundle(project, tmp_path / "a.zip")
+
+
+# --- names, setup and documentation ------------------------------------------------------------
+
+
+def test_the_bundles_are_named_after_the_assignment_once(root, bundles):
+    """NAME-student.tar.gz unpacking into NAME/, and NAME-autograder.zip: the
+    assignment's name is not prefixed again (tilelab_matmul, not
+    tilelab-tilelab_matmul), and every page or script that names a bundle
+    says so."""
+    assignment = load_assignment(root / "assignment.yaml")
+    name = assignment.name
+    assert bundle_name(assignment, "student") == f"{name}-student.tar.gz"
+    assert bundle_name(assignment, "autograder") == f"{name}-autograder.zip"
+    for bundle in ("student", "autograder"):
+        # The tool's own name appears only as often as the assignment's name holds it.
+        assert bundle_name(assignment, bundle).count("tilelab") == name.count("tilelab")
+    tarball, _ = bundles
+    with tarfile.open(tarball) as tar:
+        assert {n.split("/", 1)[0] for n in tar.getnames()} == {bundle_folder(assignment)} == {name}
+    # The old doubled names, in any place that tells a person or a script what to look for.
+    doubled = re.compile(rf"tilelab-(NAME|\*|{re.escape(name)})\b|tilelab-\{{")
+    places = [root / "docs" / p for p in ("instructor.md", "student.md", "ta.md", "colab.ipynb")]
+    places += [root / "scripts" / "gpu-suite", root / "docker" / "Dockerfile", root / "grader" / "tilelab" / "cli.py",
+               root / "grader" / "tilelab" / "authoring" / "dist.py"]
+    for place in places:
+        found = doubled.findall(place.read_text(encoding="utf-8"))
+        assert not found, f"{place.relative_to(root)} still names a bundle tilelab-...: {found}"
+
+
+def _python_env_list(folder: Path, *options: str) -> list:
+    """The requirements scripts/python-env of `folder` installs there (--list fetches nothing)."""
+    done = subprocess.run(["bash", "scripts/python-env", "--list", *options], cwd=folder, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=!~ \[;]", requirement, maxsplit=1)[0].lower()
+
+
+def test_the_student_bundle_installs_only_what_a_students_check_needs(root, bundles, tmp_path):
+    """The bundle's bootstrap installs the grader's own packages and no
+    test tool or PDF stack (a student never runs pytest or renders the
+    handout); a course checkout still installs the tests' and the service's."""
+    tomllib = pytest.importorskip("tomllib", reason="skipped: reading pyproject.toml needs Python 3.11")
+    pyproject = tomllib.loads((root / "grader" / "pyproject.toml").read_text())["project"]
+    extras = pyproject["optional-dependencies"]
+    tarball, _ = bundles
+    with tarfile.open(tarball) as tar:
+        tar.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    unpacked = tmp_path / bundle_folder(load_assignment(root / "assignment.yaml"))
+    student = _python_env_list(unpacked)
+    assert student == pyproject["dependencies"]
+    for tool in ("pytest", "weasyprint", "playwright"):
+        assert tool not in {_requirement_name(r) for r in student}
+    # The script the bundle runs is the checkout's: the difference is the folder, which has no tests/.
+    assert (unpacked / "scripts" / "python-env").read_bytes() == (root / "scripts" / "python-env").read_bytes()
+    checkout = _python_env_list(root)
+    assert set(checkout) == set(pyproject["dependencies"] + extras["test"] + extras["service"]
+                                + extras["service-test"])
+    assert {"pytest", "weasyprint"} <= {_requirement_name(r) for r in checkout}
+    assert _python_env_list(root, "--no-test-tools") == pyproject["dependencies"]
+
+
+def test_instructor_md_tells_how_the_student_bundle_gets_the_grading_service(root):
+    """`check --remote` needs the service's URL in the bundle: the page that
+    describes the student bundle says how it gets there, where each
+    student's token goes, and links the service's page."""
+    text = (root / "docs" / "instructor.md").read_text(encoding="utf-8")
+    bundles = text.split("## Bundles", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(bundles.split())
+    assert "tilelab dist student --service" in flat
+    assert STUDENT_SERVICE_FILE in flat and "tilelab check --remote" in flat
+    assert TOKEN_ENV in flat and "`token:`" in flat
+    assert "(service.md" in flat

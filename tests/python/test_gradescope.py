@@ -146,6 +146,21 @@ def test_one_test_per_question_after_the_parts(assignment):
     assert "Questions: 25 / 34 automatic points (25 of 34 right, 6 wrong, 3 unanswered)" in doc["output"]
 
 
+def test_the_summary_counts_the_questions_as_the_handouts_rubric_does(assignment):
+    """While the question results wait for the due date, the summary gives
+    the handout's counts: the questions graded automatically, and the others
+    as written answers a TA grades by hand, never all of them as "graded"."""
+    automatic = [q for q in assignment.questions if q.kind != "text"]
+    by_hand = [q for q in assignment.questions if q.kind == "text"]
+    assert automatic and by_hand
+    result = grade_result(passing_tiled())
+    result.answers = graded_answers("answers-partial")
+    summary = results_json(result, assignment)["output"]
+    assert (f"Questions: the results of the {len(automatic)} questions graded automatically are shown after the "
+            f"due date. The other {len(by_hand)} are written answers, graded by hand by a TA.") in summary
+    assert f"{len(assignment.questions)} exercise questions" not in summary
+
+
 def test_question_tests_never_show_the_key(assignment, root):
     result = grade_result(passing_tiled())
     result.answers = graded_answers("answers-partial")

@@ -40,6 +40,10 @@ def _points(x: float) -> str:
     return text or "0"
 
 
+def _points_unit(x: float) -> str:
+    return _points(x) + (" point" if _points(x) == "1" else " points")
+
+
 def _flat(text: str) -> str:
     """Whitespace folded, so line wrapping in the PDF does not matter."""
     return " ".join(text.split())
@@ -146,8 +150,8 @@ def test_the_rubric_has_the_points_of_assignment_yaml(root, assignment):
     assert _markdown_row(markdown, "all parts")[1:] == [_points(sum(p.points["correctness"] for p in counted)),
                                                         _points(sum(p.points["speed"] for p in counted)),
                                                         _points(parts_total)]
-    assert _markdown_row(markdown, f"exercise questions ({len(automatic)}, graded automatically)")[3] == \
-        _points(questions_total)
+    assert _markdown_row(markdown, f"exercise questions graded automatically ({len(automatic)} of "
+                                   f"{len(assignment.questions)})")[3] == _points(questions_total)
     assert _markdown_row(markdown, "**total**")[3] == f"**{_points(parts_total + questions_total)}**"
 
     page = _visible_html(render_html(assignment, root))
@@ -374,8 +378,9 @@ def test_a_copy_without_hidden_cases_says_so(root, tmp_path):
         assert markdown.count("**Hidden cases:** none") == len(edited.parts)
         assert "| hidden case |" not in markdown
     naive = edited.part("naive")
-    per_case = _points(naive.points["correctness"] / len(naive.cases["public"]))
-    assert f"Each public case is worth {per_case} of" in render_markdown(edited, project)
+    per_case = _points_unit(naive.points["correctness"] / len(naive.cases["public"]))
+    assert (f"Each public case is worth {per_case} of the part's {_points(naive.points['correctness'])} correctness "
+            "points.") in render_markdown(edited, project)
 
 
 # --- everything a student needs is in every format ---------------------------------------------
@@ -616,8 +621,10 @@ def test_the_student_edition_holds_no_solution_code_and_the_ta_edition_all_of_it
 
 
 def test_the_pdfs_hold_the_solution_code_of_their_edition_only(root, assignment, pdf_dir):
-    student = _flat(_pdf_text(root, "student", pdf_dir))
-    ta = _flat(_pdf_text(root, "ta", pdf_dir))
+    # -layout: a printed line stays one line; without it pdftotext may set a
+    # line's trailing comment apart as a block of its own, wherever it lands on the page.
+    student = _flat(_pdf_text(root, "student", pdf_dir, layout=True))
+    ta = _flat(_pdf_text(root, "ta", pdf_dir, layout=True))
     for part in assignment.parts:
         for line in _distinctive_solution_lines(root, part):
             assert _flat(line) not in student, (part.id, line)
@@ -859,3 +866,145 @@ def test_the_pdf_embeds_each_figure(root, pdf_dir):
     listing = subprocess.run(["pdfimages", "-list", str(pdf)], check=True, capture_output=True, text=True).stdout
     images = [line for line in listing.splitlines()[2:] if line.split()[2] == "image"]
     assert len(images) == 3
+
+
+# --- what the text says about its figures, its points and its commands -----------------------------
+
+
+def _figure_numbers(markdown: str) -> list:
+    return [int(n) for n in re.findall(r"^\*Figure (\d+)\.\*", markdown, re.M)]
+
+
+@pytest.mark.parametrize("variant", ["student", "ta"])
+def test_every_figure_is_referred_to_by_its_number_in_the_text_just_before_it(root, assignment, variant):
+    """A figure is read where the text sends the reader to it: each is
+    numbered in order, and the part that holds it says "Figure N shows ..."
+    (a sentence of the text, not its caption) right before it."""
+    markdown = render_markdown(assignment, root, variant)
+    numbers = _figure_numbers(markdown)
+    assert numbers == list(range(1, len(handout_figures(assignment, root, variant == "ta")) + 1)) and numbers
+    for n in numbers:
+        caption = markdown.index(f"*Figure {n}.*")
+        image = markdown.rindex("![", 0, caption)
+        # A mention is "Figure n" followed by anything but the caption's period.
+        mentions = [m.start() for m in re.finditer(rf"(?<!\*)Figure {n}(?![.\d])", markdown)]
+        assert mentions, f"the text never refers to Figure {n}"
+        before = [m for m in mentions if m < image]
+        assert before and image - max(before) < 600, f"Figure {n} is not referred to just before it"
+        # In the same part as the figure: no heading between the mention and the figure.
+        assert "\n### " not in markdown[max(before):image]
+    page = _flat(_visible_html(render_html(assignment, root, variant)))
+    for n in numbers:
+        assert page.index(f"Figure {n} shows") < page.index(f"Figure {n}. ")
+
+
+@pytest.mark.parametrize("variant", ["student", "ta"])
+def test_each_figure_and_the_sentence_that_refers_to_it_share_a_page_of_the_pdf(root, assignment, pdf_dir,
+                                                                                  variant):
+    pages = [_flat(page) for page in _pdf_text(root, variant, pdf_dir).split("\f")]
+    numbers = _figure_numbers(render_markdown(assignment, root, variant))
+    for n in numbers:
+        holding = [i for i, page in enumerate(pages) if f"Figure {n}. " in page]
+        assert len(holding) == 1, f"Figure {n}'s caption is on pages {holding}"
+        page = pages[holding[0]]
+        assert f"Figure {n} shows" in page and page.index(f"Figure {n} shows") < page.index(f"Figure {n}. ")
+
+
+def test_a_cases_worth_is_said_in_points_of_the_parts_correctness_points(root, assignment):
+    """"worth 0.43 of the correctness points" reads as a fraction of them:
+    each part says how many points one case is worth and of how many."""
+    markdown = render_markdown(assignment, root)
+    page = _flat(_visible_html(render_html(assignment, root)))
+    for part in assignment.parts:
+        correctness = part.points["correctness"]
+        # Shared equally by the graded cases, as section 1 says.
+        per_case = correctness / (len(part.cases["public"]) + len(part.cases["hidden"]))
+        sentence = (f"Each graded case is worth {_points_unit(per_case)} of the part's {_points(correctness)} "
+                    f"correctness point{'' if _points(correctness) == '1' else 's'}.")
+        assert sentence in _flat(_part_section(markdown, assignment, part.id)), part.id
+        assert sentence in page, part.id
+    assert "of the correctness points" not in markdown and "of the correctness points" not in page
+
+
+def test_the_question_counts_agree_and_say_who_grades_the_others(root, assignment):
+    """The rubric's count of questions graded automatically, the others
+    (graded by hand by a TA) and the number of questions in section 5 all
+    come from assignment.yaml's one list, and add up."""
+    automatic = [q for q in assignment.questions if q.kind != "text"]
+    by_hand = [q for q in assignment.questions if q.kind == "text"]
+    total = len(assignment.questions)
+    assert automatic and by_hand and len(automatic) + len(by_hand) == total
+    markdown = render_markdown(assignment, root)
+    page = _flat(_visible_html(render_html(assignment, root)))
+    row = _markdown_row(markdown, f"exercise questions graded automatically ({len(automatic)} of {total})")
+    assert row[3] == _points(sum(q.points for q in automatic))
+    others = f"The other {len(by_hand)} of the {total} questions ("
+    assert others in markdown and others in page
+    rubric = _flat(markdown.split("## 3. Rubric", 1)[1].split("## 4.", 1)[0])
+    assert "a TA grades them by hand" in rubric and all(f"`{q.id}`" in rubric for q in by_hand)
+    intro = (f"There are {total} questions: {len(automatic)} graded automatically and {len(by_hand)} written "
+             "answers that a TA grades by hand.")
+    assert intro in _flat(markdown) and intro in page
+    questions = markdown.split("## 5. Questions", 1)[1]
+    assert len(re.findall(r"^\*\*\d+\. `", questions, re.M)) == total
+    # Every count the text gives of the questions is one of these three.
+    for count in re.findall(r"(\d+) (?:exercise )?questions", _flat(markdown)):
+        assert int(count) in (total, len(automatic), len(by_hand)), count
+
+
+def _check_options(text: str) -> set:
+    """The options given to `tilelab check` in a page's commands and prose."""
+    return set(re.findall(r"tilelab check[^\n`#]*?(--[a-z-]+)", text)) | set(re.findall(r"`(--[a-z-]+)`", text))
+
+
+def test_getting_started_gives_the_quick_check_option_the_readme_gives(root, assignment):
+    """The handout's "Getting started" and the bundle's README (docs/student.md)
+    tell a student the same way to a quicker answer, and only options that
+    `tilelab check` has."""
+    from tilelab.cli import check
+
+    markdown = render_markdown(assignment, root)
+    section = markdown.split("## 1. Getting started", 1)[1].split("\n### ", 1)[0]
+    readme = (root / "docs" / "student.md").read_text(encoding="utf-8")
+    quick = re.search(r"tilelab check \w+ (--[a-z-]+) +#[^\n]*quickest", readme).group(1)
+    handout_options = _check_options(section)
+    assert quick in handout_options and re.search(rf"tilelab check \w+ {quick} +#[^\n]*quickest", section)
+    assert handout_options <= _check_options(readme), handout_options - _check_options(readme)
+    assert handout_options <= {opt for param in check.params for opt in param.opts}
+    html_section = _visible_html(render_html(assignment, root)).split("1. Getting started", 2)[2]
+    html_section = html_section.split("Rules for every part", 1)[0]
+    assert f"{quick} " in html_section and "--no-sanitizers" not in html_section
+
+
+def _warp_tile(path: Path) -> tuple:
+    """(rows, columns) of a warp's tile of P, as the kernel in `path` declares them."""
+    match = re.search(r"constexpr int kWM\d*\s*=\s*(\d+),\s*kWN\d*\s*=\s*(\d+);", path.read_text(encoding="utf-8"))
+    return int(match.group(1)), int(match.group(2))
+
+
+def test_the_challenges_warp_tile_is_the_same_in_the_handout_and_the_starters_hint(root, assignment):
+    """solutions/challenge.cu says what the reference's warp tile is (kWM x
+    kWN), the ladder's rung files what each rung's is: the handout's ladder
+    and the starter's hint give each the tile its own kernel has."""
+    part = next(p for p in assignment.parts if p.versus_cublas is not None)
+    wm, wn = _warp_tile(root / "solutions" / part.file)
+    assert (wm, wn) == _warp_tile(root / "starter" / part.file)
+    rungs = reference_gpu(root)["ladder"][part.id]["rungs"]
+    warp_rung = next(n for n, r in enumerate(rungs, start=1) if r["technique"].startswith("warp tiling"))
+    rung_wm, rung_wn = _warp_tile(root / rungs[warp_rung - 1]["file"])
+
+    section = _part_section(render_markdown(assignment, root), assignment, part.id)
+    rung_row = _markdown_row(section, str(warp_rung))
+    assert f"each warp owns a {rung_wm} × {rung_wn} tile of P" in rung_row[1]
+    reference_row = _markdown_row(section, "reference")
+    assert f"each warp a {wm} × {wn} tile of P (kWM × kWN in starter/{part.file})" in reference_row[1]
+
+    starter = (root / "starter" / part.file).read_text(encoding="utf-8")
+    hint = " ".join(line.strip().lstrip("/").strip() for line in starter.splitlines() if line.strip().startswith("//"))
+    item = hint.split(f"{warp_rung}. warp tiling:", 1)[1].split("instead of conflicting", 1)[0]
+    assert f"kWM x kWN tile of P ({wm} x {wn}" in item
+    assert f"rung {warp_rung} used {rung_wm} x {rung_wn}" in item
+    # Whatever else the hint or the handout says of "a warp's tile", its size is one of these two.
+    for text in (hint, section):
+        for rows, cols in re.findall(r"warp (?:owns )?an? (\d+) [x×] (\d+)", text):
+            assert (int(rows), int(cols)) in ((wm, wn), (rung_wm, rung_wn))

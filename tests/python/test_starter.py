@@ -1,6 +1,8 @@
 """The starter is generated from the solutions, and starter/ must be what
 generation gives today."""
 
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -116,3 +118,23 @@ def test_answers_template_lists_every_question_unanswered(root):
     assert all(v is None for v in answers.values())
     assert "# occupancy (number): On that SM, a kernel uses blocks of 256 threads" in text
     assert "#   b: Width / TILE_WIDTH is an integer division" in text
+
+
+def test_the_code_a_question_refers_to_is_shown_above_it_in_answers_yaml(root):
+    """A question that speaks of code "shown above" (fooKernel, launch_bug)
+    finds it above itself in starter/answers.yaml, as in the handout: each
+    question_code entry, every line of it, as a comment before the first
+    question that names it or a kernel it defines."""
+    assignment = load_assignment(root / "assignment.yaml")
+    lines = (root / "starter" / "answers.yaml").read_text().splitlines()
+    # Where each question starts: the comment that asks it, above its `id:` line.
+    asked_at = {q.id: next(i for i, line in enumerate(lines) if line.startswith(f"# {q.id} ("))
+                for q in assignment.questions}
+    assert assignment.question_code and any("shown above" in q.text for q in assignment.questions)
+    for name, code in assignment.question_code.items():
+        words = [name] + re.findall(r"__global__\s+void\s+(\w+)\s*\(", code)
+        askers = [q for q in assignment.questions if any(re.search(rf"\b{re.escape(w)}\b", q.text) for w in words)]
+        assert askers, f"no question refers to {name}"
+        comments = [line[1:].strip() for line in lines[:min(asked_at[q.id] for q in askers)] if line.startswith("#")]
+        for code_line in (c.strip() for c in code.splitlines() if c.strip()):
+            assert code_line in comments, (name, code_line)

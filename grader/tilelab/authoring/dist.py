@@ -57,9 +57,15 @@ class DistError(TilelabError):
     """A bundle could not be made, or would break one of its promises."""
 
 
+def bundle_folder(assignment) -> str:
+    """The folder the student bundle unpacks into: the assignment's name alone,
+    which says what it is (a tool's prefix would double "tilelab_matmul")."""
+    return assignment.name
+
+
 def bundle_name(assignment, bundle: str) -> str:
-    """The file name of the "student" or "autograder" bundle."""
-    return f"tilelab-{assignment.name}-" + {"student": "student.tar.gz", "autograder": "autograder.zip"}[bundle]
+    """The file name of the "student" or "autograder" bundle: NAME-student.tar.gz, NAME-autograder.zip."""
+    return f"{bundle_folder(assignment)}-" + {"student": "student.tar.gz", "autograder": "autograder.zip"}[bundle]
 
 
 def _files(root: Path, entries: tuple) -> list:
@@ -144,7 +150,7 @@ def student_bundle(root: Path, out: Path, handout_dir: Path, service_url: Option
                         "drop --service-token-file")
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     refuse_edited_starter(root, assignment)
-    prefix = f"tilelab-{assignment.name}"
+    prefix = bundle_folder(assignment)
     handouts = sorted(p for p in handout_dir.iterdir() if p.is_file() and p.name.startswith("handout."))
     if not handouts:
         raise DistError(f"no handout in {handout_dir} (run `tilelab handout` first)")

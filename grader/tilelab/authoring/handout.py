@@ -25,8 +25,8 @@ from ..spec.matmul import intensity
 from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, published_gflops
 from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
-from ..text.numbers import fmt_gflops, fmt_intensity, fmt_percent, fmt_points
-from .handout_code import DECLARATION_PT, STARTER_DIR, CodeError, excerpt_views, fitting_pt
+from ..text.numbers import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, fmt_points_unit
+from .handout_code import DECLARATION_PT, STARTER_DIR, CodeError, excerpt_views, fitting_pt, starter_int_constants
 from .handout_figures import data_uri, figure_view, handout_figures, png
 from .handout_questions import questions_view
 
@@ -169,7 +169,9 @@ def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root:
             " " + LIMITS_RULE if any(c.props for name in ("public", "hidden") for c in part.cases[name]) else ""),
         "correctness_points": fmt_points(part.points["correctness"]),
         "speed_points": fmt_points(part.points["speed"]),
-        "case_points": fmt_points(case_points(part.points["correctness"], graded)),
+        # In points, not a bare number that reads as a fraction of them.
+        "case_worth": f"{fmt_points_unit(case_points(part.points['correctness'], graded))} of the part's "
+                      + fmt_points_unit(part.points["correctness"]).replace(" point", " correctness point"),
         "size_word": "Width" if square else "j × k × l",
         "public_count": len(public),
         "public_groups": _case_groups(public, square),
@@ -189,7 +191,7 @@ def _part_view(number: int, part: Part, assignment: Assignment, gpu: dict, root:
         view["versus_cublas"] = {
             "full_at": fmt_percent(part.versus_cublas.full_at),
             "floor_parts": list(part.versus_cublas.zero_at_reference_of),
-            "ladder": _ladder_view(part, assignment, gpu, ta),
+            "ladder": _ladder_view(part, assignment, gpu, root, ta),
         }
     if ta:
         view["hidden_rows"] = _case_rows(hidden)
@@ -203,7 +205,7 @@ def _leaderboard_only(part: Part) -> bool:
     return part.versus_cublas is not None and part.points["correctness"] == 0 and part.points["speed"] == 0
 
 
-def _ladder_view(part: Part, assignment: Assignment, gpu: dict, ta: bool) -> dict:
+def _ladder_view(part: Part, assignment: Assignment, gpu: dict, root: Path, ta: bool) -> dict:
     """The rungs from the textbook's tiled kernel to the part's reference, each
     as a share of cuBLAS at the ladder's size (reference-gpu.yaml: ladder)."""
     ladder = gpu["ladder"].get(part.id)
@@ -224,10 +226,20 @@ def _ladder_view(part: Part, assignment: Assignment, gpu: dict, ta: bool) -> dic
         rows.append(row("start", f"the textbook's kernel: part {number} ({floor}), one value of P per thread",
                         published_gflops(gpu, floor, size), f"solutions/{assignment.part(floor).file}"))
     rows += [row(str(n), r["technique"], r["gflops"], r["file"]) for n, r in enumerate(ladder["rungs"], start=1)]
-    rows.append(row("reference", "the reference solution, which goes on from the last rung",
+    rows.append(row("reference", "the reference solution, which goes on from the last rung" + _tiles(root, part),
                     published_gflops(gpu, part.id, size), f"solutions/{part.file}"))
     return {"rows": rows, "size": " × ".join(str(n) for n in size), "device": gpu["device"],
             "cublas": fmt_gflops(cublas) if cublas else "not measured at this size"}
+
+
+def _tiles(root: Path, part: Part) -> str:
+    """The reference's warp and thread tiles, as the starter's constants (which
+    the solution shares) give them: the rungs before it use other shapes."""
+    c = starter_int_constants(root, part)
+    if not {"kWM", "kWN", "kTM", "kTN"} <= set(c):
+        return ""
+    return (f": each warp a {c['kWM']} × {c['kWN']} tile of P (kWM × kWN in {STARTER_DIR}/{part.file}), each "
+            f"thread {c['kTM']} × {c['kTN']} of its values")
 
 
 def _rubric_view(assignment: Assignment) -> dict:
@@ -253,7 +265,10 @@ def _rubric_view(assignment: Assignment) -> dict:
         "correctness_total": fmt_points(sum(p.points["correctness"] for p in counted)),
         "speed_total": fmt_points(sum(p.points["speed"] for p in counted)),
         "parts_total": fmt_points(parts_total),
-        "question_count": len(automatic),
+        # Every count the handout gives of the questions, from assignment.yaml's list.
+        "question_count": len(assignment.questions),
+        "automatic_count": len(automatic),
+        "by_hand_count": len(by_hand),
         "questions_total": fmt_points(questions_total),
         "total": fmt_points(parts_total + questions_total),
         "by_hand_ids": [q.id for q in by_hand],

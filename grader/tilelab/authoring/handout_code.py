@@ -119,6 +119,28 @@ def part_excerpts(root: Path, part: Part, ta: bool) -> list:
     return excerpts
 
 
+_INT_CONSTANTS = re.compile(r"^constexpr\s+int\s+(.*);", re.M)
+_DECLARATOR = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*$")
+
+
+def starter_int_constants(root: Path, part: Part) -> dict:
+    """{name: value} of the `constexpr int` constants of starter/<file> set to a
+    plain number (`constexpr int kWM = 64, kWN = 64;`). They lie outside the
+    solution regions, so the starter and the solution agree on them, and the
+    text about them can be read from the code rather than written again."""
+    try:
+        text = (Path(root) / STARTER_DIR / part.file).read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    found = {}
+    for declaration in _INT_CONSTANTS.findall(text):
+        for declarator in declaration.split("//")[0].split(","):
+            match = _DECLARATOR.match(declarator)
+            if match:
+                found[match.group(1)] = int(match.group(2))
+    return found
+
+
 def excerpt_views(root: Path, part: Part, ta: bool) -> list:
     """[{"label", "code", "font_pt"}] for the templates."""
     views = []

@@ -125,6 +125,7 @@ class Figure:
     alt: str
     caption: str
     spec: object
+    shows: str  # what the text just before it says of it: "Figure 2 shows <shows>."
 
     def file_name(self, stem: str) -> str:
         return f"{stem}.{self.name}.png"
@@ -249,7 +250,9 @@ def handout_figures(assignment: Assignment, root: Path, ta: bool) -> list:
             f"column)), the block waits at "
             f"a barrier, each thread adds its {t} products, and the block waits again before the next phase "
             f"overwrites the tiles. Each element loaded from global memory serves {t} threads.",
-            phases))
+            phases, shows=f"how one block computes its {t} × {t} tile of P at Width = {w}: the strips of M and N "
+                          f"it needs, and the {n} phases in which it stages them in Mds and Nds, one tile of "
+                          f"each at a time"))
     grid = boundary_grid_spec(assignment, root)
     if grid:
         t, w, n = grid.tile, grid.width, grid.blocks_per_side
@@ -262,7 +265,8 @@ def handout_figures(assignment: Assignment, root: Path, ta: bool) -> list:
             f"still take part in every phase and barrier, load 0.0f where their element of M or N lies outside "
             f"the matrix, and store nothing. There are {n} phases, and in the last one only {grid.last_tile_inside} "
             f"of the tile's {t} columns of M (rows of N) lie inside.",
-            grid))
+            grid, shows=f"what changes when Width = {w} is not a multiple of TILE_WIDTH = {t}: the blocks at the "
+                        f"edge reach past P, and their threads outside it must load 0.0f and store nothing"))
     dynamic = dynamic_tiles_spec(assignment, root, ta)
     if dynamic:
         figures.append(Figure(
@@ -273,7 +277,8 @@ def handout_figures(assignment: Assignment, root: Path, ta: bool) -> list:
             f"{DYNAMIC_MAX_TILE} whose T × T block fits prop.maxThreadsPerBlock ({DEVICE_MAX_THREADS} here) and "
             f"whose pair of T × T tiles fits the limit, then S = T × slices, as many slices as fit and k needs. "
             f"Mds (T × S floats) starts at the buffer; Nds (S × T floats) starts T × S floats after it.",
-            dynamic))
+            dynamic, shows="the tile that fits each limit of prop.sharedMemPerBlock the cases give, and how Mds "
+                           "and Nds share the one dynamic buffer; the table under it gives the same numbers"))
     return figures
 
 
@@ -286,7 +291,9 @@ def figure_view(figure: Figure, number: int, stem: str) -> dict:
     table rows, so the text says what the picture shows."""
     rows = shape_rows(figure.spec) if isinstance(figure.spec, DynamicTiles) else []
     return {"number": number, "name": figure.name, "part": figure.part, "file": figure.file_name(stem),
-            "alt": figure.alt, "caption": figure.caption, "rows": rows}
+            "alt": figure.alt, "caption": figure.caption, "rows": rows,
+            # The text refers to each figure by its number, just before it.
+            "mention": f"Figure {number} shows {figure.shows}."}
 
 
 def shape_rows(spec: DynamicTiles) -> list:
@@ -366,8 +373,10 @@ def _draw_boundary_grid(spec: BoundaryGrid):
     boundary_block = ((index[:, None] // t) == n - 1) | ((index[None, :] // t) == n - 1)
     kinds = np.where(inside, np.where(boundary_block, 1, 0), 2)
     colours = ("#9ecae1", "#fdae6b", "#e8e8e8")
-    figure = _new_figure(6.2, 5.0)
-    axes = figure.add_axes((0.1, 0.1, 0.56, 0.8))
+    # Column numbers and their label both above the grid, where blockIdx.x counts
+    # along them; nothing below it, so the figure ends where the grid does.
+    figure = _new_figure(6.2, 4.3)
+    axes = figure.add_axes((0.1, 0.03, 0.56, 0.82))
     axes.imshow(kinds, cmap=ListedColormap(colours), vmin=0, vmax=2, extent=(0, side, side, 0),
                 interpolation="nearest")
     for i in range(n + 1):
@@ -385,20 +394,21 @@ def _draw_boundary_grid(spec: BoundaryGrid):
     axes.set_xlim(0, side)
     axes.set_ylim(side, 0)
     axes.xaxis.tick_top()
+    axes.xaxis.set_label_position("top")
     axes.set_xlabel("column of P (blockIdx.x × TILE_WIDTH + threadIdx.x)", fontsize=7.5)
     axes.set_ylabel("row of P (blockIdx.y × TILE_WIDTH + threadIdx.y)", fontsize=7.5)
-    axes.set_title(f"Width = {w}, TILE_WIDTH = {t}: {n} × {n} blocks", fontsize=9, pad=22)
+    axes.set_title(f"Width = {w}, TILE_WIDTH = {t}: {n} × {n} blocks", fontsize=9, pad=8)
     handles = [Patch(facecolor=colours[0], edgecolor="#666666", label="in P, interior block"),
                Patch(facecolor=colours[1], edgecolor="#666666", label="in P, boundary block"),
                Patch(facecolor=colours[2], edgecolor="#666666", label="outside P: no element,\nmust not store"),
                Patch(facecolor="none", edgecolor="#08306b", linewidth=2.2, label=f"edge of P ({w} × {w})")]
-    figure.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.69, 0.9), fontsize=7.5, frameon=False)
+    figure.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.69, 0.86), fontsize=7.5, frameon=False)
     last = (n - 1) * t
     summary = (f"{spec.blocks} blocks, {spec.boundary_blocks} at the boundary\n{spec.threads:,} threads:\n"
                f"  {w * w:,} compute an element of P\n  {spec.guarded:,} must not store\n\n"
                f"Last of {n} phases: a tile covers\ncolumns {last}–{last + t - 1} of M (rows of N);\n"
                f"{last + spec.last_tile_inside}–{last + t - 1} lie outside, so those\nloads give 0.0f instead")
-    figure.text(0.69, 0.45, summary, ha="left", va="top", fontsize=7.5)
+    figure.text(0.69, 0.42, summary, ha="left", va="top", fontsize=7.5)
     return figure
 
 

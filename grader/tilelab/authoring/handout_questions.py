@@ -7,24 +7,13 @@ from __future__ import annotations
 import re
 
 from ..spec.assignment import Assignment, Question
+from ..spec.question_code import code_before
 from ..text.numbers import fmt_percent, fmt_points
 from .handout_code import fitting_pt
 
 KIND_WORDS = {"number": "number", "choice": "choice", "text": "written answer"}
 # A number question ends with what to answer in: "(bytes)", "(a count)".
 _UNIT_HINT = re.compile(r"\s*\(([^()]+)\)\s*$")
-_KERNEL_DEFINITION = re.compile(r"__global__\s+void\s+([A-Za-z_]\w*)\s*\(")
-
-
-def _code_references(question: Question, question_code: dict) -> list:
-    """The question_code entries a question refers to: by the entry's name
-    ("launch_bug") or by a kernel the code defines ("fooKernel")."""
-    names = []
-    for name, code in question_code.items():
-        words = [name] + _KERNEL_DEFINITION.findall(code)
-        if any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(w)}(?![A-Za-z0-9_])", question.text) for w in words):
-            names.append(name)
-    return names
 
 
 def _answer_words(question: Question, answer) -> str:
@@ -38,20 +27,13 @@ def _answer_words(question: Question, answer) -> str:
 
 def questions_view(assignment: Assignment, key: dict, working: dict, ta: bool) -> list:
     code = assignment.question_code
-    references = {q.id: _code_references(q, code) for q in assignment.questions}
-    referenced = {name for names in references.values() for name in names}
-    # Code that no question names still belongs with the questions: it goes before the first.
-    unreferenced = [name for name in code if name not in referenced]
-    shown = set()
+    placed = code_before(assignment)
     views = []
     for number, q in enumerate(assignment.questions, start=1):
-        code_before = []
-        # Each block once, just before the first question that needs it.
-        for name in (unreferenced if number == 1 else []) + references[q.id]:
-            if name not in shown:
-                shown.add(name)
-                block = code[name].rstrip("\n")
-                code_before.append({"name": name, "code": block, "font_pt": fitting_pt(block.split("\n"))})
+        blocks = []
+        for name in placed[q.id]:
+            block = code[name].rstrip("\n")
+            blocks.append({"name": name, "code": block, "font_pt": fitting_pt(block.split("\n"))})
         text, unit = q.text, ""
         if q.kind == "number":
             match = _UNIT_HINT.search(q.text)
@@ -72,7 +54,7 @@ def questions_view(assignment: Assignment, key: dict, working: dict, ta: bool) -
                           else "it must be exact") if q.kind == "number" else "",
             "options": [{"id": k, "text": v} for k, v in q.options.items()],
             "option_ids": ", ".join(q.options),
-            "code_before": code_before,
+            "code_before": blocks,
             "answer": _answer_words(q, key[q.id]) if ta else "",
             "working": working.get(q.id, "") if ta else "",
         })

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import TilelabError
 from ..grading.answers_file import ANSWERS_FILE
 from ..spec.assignment import Assignment
+from ..spec.question_code import code_before
 
 STARTER_DIR = "starter"  # under the project root: what students edit, generated from solutions/
 _BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
@@ -144,8 +145,13 @@ def answers_template(assignment: Assignment) -> str:
         "# of one option, or a few sentences for the questions that ask you to explain",
         "# (quote text that contains a colon). Leave an answer empty to skip it.",
     ]
+    placed = code_before(assignment)
     for q in assignment.questions:
         kind = {"number": "number", "choice": "choice: " + ", ".join(q.options), "text": "text"}[q.kind]
+        # The code a question calls "shown above" is shown above it here too, as in the handout.
+        for name in placed[q.id]:
+            out += ["", f"# Code {name}, for the questions below that refer to it:", "#"]
+            out += [f"#     {line}".rstrip() for line in assignment.question_code[name].rstrip("\n").split("\n")]
         out.append("")
         out += [f"# {line}" for line in textwrap.wrap(f"{q.id} ({kind}): {q.text}", width=96)]
         for option, text in q.options.items():

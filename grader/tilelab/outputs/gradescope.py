@@ -261,11 +261,14 @@ def _answers_summary(answers: AnswersResult, shown_when: str = "") -> list:
     """The questions' lines at the top of the page. With `shown_when` the
     results are not shown yet: only what is wrong with the file itself is."""
     auto = [q for q in answers.questions if q.kind != "text"]
+    manual = [q for q in answers.questions if q.kind == "text"]
     if not answers.graded:
         line = f"Questions: {answers.not_graded_reason}."
     elif shown_when:
-        line = (f"Questions: your answers to the {len(answers.questions)} exercise questions are graded; their "
-                f"results are shown {shown_when}.")
+        # The counts the handout's rubric gives: the automatic ones, then the written ones apart.
+        line = f"Questions: the results of the {len(auto)} questions graded automatically are shown {shown_when}."
+        if manual:
+            line += f" The other {len(manual)} are written answers, graded by hand by a TA."
     else:
         line = (f"Questions: {answers.score:g} / {answers.max_score:g} automatic points "
                 f"({answers.count('correct')} of {len(auto)} right")
@@ -274,7 +277,6 @@ def _answers_summary(answers: AnswersResult, shown_when: str = "") -> list:
             if n:
                 line += f", {n} {word}"
         line += ")."
-    manual = [q for q in answers.questions if q.kind == "text"]
     if manual and not shown_when:
         line += (f" {sum(q.status == 'collected' for q in manual)} of {len(manual)} written answers collected for a "
                  f"TA (up to {answers.manual_max:g} points, graded by hand).")

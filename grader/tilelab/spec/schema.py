@@ -245,6 +245,7 @@ ASSIGNMENT = Key("assignment.yaml", "mapping", "The one description of the assig
     TIMING,
     PART,
     QUESTION,
-    Key("question_code", "mapping: name to code", "Code the questions refer to, shown in the handout; the names "
-                                                  "are free."),
+    Key("question_code", "mapping: name to code", "Code the questions refer to, shown in the handout and in "
+                                                  "starter/answers.yaml just before the first question that names "
+                                                  "it or a kernel it defines; the names are free."),
 ))
