@@ -44,9 +44,12 @@ step_system() {
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup.sh: not root: student code will run as $(id -un), without a sandbox user"
   else
-    # One user per grading side by side (tilelab batch --in-flight), each with
-    # its own process limit (grader/tilelab/system/sandbox.py, SANDBOX_USERS).
-    for name in "$user" $(seq -f "$user-%g" 2 8); do
+    # One user per grading side by side, held host-wide by each worker or batch
+    # (grader/tilelab/system/sandbox_users.py), each with its own process
+    # limit: 3 per GPU, at least 8; TILELAB_SANDBOX_USERS=N makes N.
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    count=${TILELAB_SANDBOX_USERS:-$(( ${gpus:-0} * 3 > 8 ? ${gpus:-0} * 3 : 8 ))}
+    for name in "$user" $(seq -f "$user-%g" 2 "$count"); do
       id "$name" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin "$name"
     done

@@ -65,7 +65,8 @@ class ApiRecorder {
 // Call after cudaGetDeviceCount() and before any call that creates a context.
 bool cuda_context_before_harness();
 
-// CPU clocks, in nanoseconds: this thread's and the whole process's.
+// CPU clocks, in nanoseconds: this thread's, and the whole process's with the
+// children it has waited for.
 uint64_t thread_cpu_ns();
 uint64_t process_cpu_ns();
 

@@ -17,7 +17,7 @@ COMPILED_REFERENCES_DIR = "references"
 
 
 # The grader's own programs, which every grading needs, under <build>/bin.
-GRADER_TOOLS = ("tilelab-verify", "tilelab-roofline", "tilelab-harness")
+GRADER_TOOLS = ("tilelab-verify", "tilelab-roofline", "tilelab-harness", "tilelab-contain")
 
 
 def tool_path(build_dir: Path, name: str) -> Path:

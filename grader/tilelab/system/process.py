@@ -1,16 +1,21 @@
 """Running a child process that may misbehave.
 
 Every command the grader runs on a student's behalf (the compiler, the
-harness, compute-sanitizer) goes through `run`: its own process group, so the
-time limit kills all it started, and `run` returns once all of it is reaped;
-its output is drained by threads, keeping only head and tail, so printing
-gigabytes costs CPU time, not memory or disk. With a sandbox
-(tilelab.system.sandbox) it runs as the sandbox's user, within its limits.
+harness, compute-sanitizer) goes through `run`. With a sandbox
+(tilelab.system.sandbox) it runs as the sandbox's user, within its limits,
+and inside the sandbox's container (tilelab-contain, Sandbox.contain): a
+child subreaper that ends every process of the run, however it detached
+(setsid, a double fork, daemon()), when the run ends or its time is up, and
+counts the CPU time of those its parents never waited for. Without one it
+runs in a process group of its own, killed whole. Either way `run` returns
+once all of it is reaped; its output is drained by threads, keeping only
+head and tail, so printing gigabytes costs CPU time, not memory or disk.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import select
@@ -27,6 +32,9 @@ if TYPE_CHECKING:
 
 KEEP_BYTES = 32 * 1024  # kept from each end of each stream
 GROUP_END_PATIENCE_S = 30.0  # how long to wait for a killed run's processes to be gone
+# How long a container told to stop may take to end its run: it kills and
+# reaps for up to 5 s (a process with a GPU context dies slowly), then reports.
+CONTAIN_PATIENCE_S = 8.0
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 CANCELLED = "cancelled"  # Completed.stopped of a run another thread called off
 # How often a run's folder is measured against the sandbox's disk limits
@@ -57,6 +65,11 @@ class Completed:
     stdout_bytes: int  # how much it really printed
     stderr_bytes: int
     stopped: Optional[str] = None  # why the grader stopped it early, other than the time limit
+    # What the container saw (contained runs only): processes of the run its
+    # parents never waited for, their CPU time, and any still there at its end.
+    others: int = 0
+    others_cpu_s: float = 0.0
+    left: int = 0
 
     @property
     def output_bytes(self) -> int:
@@ -245,7 +258,12 @@ def run(
     if sandbox is not None:
         argv = sandbox.wrap(argv)
         env = env if env is not None else sandbox.env(Path(cwd) if cwd else Path("/tmp"))
-    argv = (BACKGROUND_PREFIX if background else []) + [str(a) for a in outside] + argv
+    argv = [str(a) for a in outside] + argv
+    report = None
+    if sandbox is not None and sandbox.contain is not None:
+        report = os.pipe()
+        argv = [str(sandbox.contain), "--report-fd", str(report[1]), "--"] + argv
+    argv = (BACKGROUND_PREFIX if background else []) + argv
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -256,11 +274,15 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=report[1:] if report else (),
             preexec_fn=None if sandbox is not None and not outside else no_core_dumps,
         )
     except OSError as e:  # the program cannot be run at all: as a shell says it
         message = f"cannot run {argv[0]}: {e.strerror}\n"
         return Completed(127, None, False, time.monotonic() - start, "", message, 0, len(message))
+    finally:
+        if report:
+            os.close(report[1])
     out, err = _Capture(proc.stdout, on_line), _Capture(proc.stderr)
     timed_out = False
     stopped = None
@@ -291,6 +313,13 @@ def run(
             if cancel is not None and cancel.is_set():
                 stopped = CANCELLED
                 break
+    if report and (timed_out or stopped is not None):
+        # The container ends the run, and reports, before it ends itself.
+        try:
+            proc.send_signal(signal.SIGTERM)
+            ended.wait(CONTAIN_PATIENCE_S)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
     ended.close()
     # Whatever the leader did, nothing it started may outlive it.
     try:
@@ -300,6 +329,7 @@ def run(
     proc.wait()
     seconds = time.monotonic() - start
     _end_group(proc.pid)
+    seen = _read_report(report[0]) if report else {}
     code = proc.returncode
     killed_by_us = timed_out or stopped is not None
     return Completed(
@@ -312,4 +342,21 @@ def run(
         stdout_bytes=out.total,
         stderr_bytes=err.total,
         stopped=stopped,
+        others=seen.get("others", 0),
+        others_cpu_s=seen.get("others_cpu_ms", 0.0) / 1e3,
+        left=seen.get("left", 0),
     )
+
+
+def _read_report(fd: int) -> dict:
+    """The container's one line (tilelab-contain --report-fd), or {} when it
+    wrote none (it was killed): its figures are then unknown, not zero."""
+    try:
+        with os.fdopen(fd, "rb") as pipe:
+            found = json.loads(pipe.read(4096) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if k in ("others", "others_cpu_ms", "left")
+            and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0}

@@ -44,10 +44,17 @@ class Sandbox:
     isolate_network: bool = False
     limits: Limits = field(default_factory=Limits)
     extra_env: dict = field(default_factory=dict)  # e.g. CUDA_VISIBLE_DEVICES of a batch worker's GPU
+    # tilelab-contain of the build tree: every run in this sandbox ends whole with its leader
+    # (process.run). None: a run is a process group, and a process that leaves it is not ended.
+    contain: Optional[Path] = None
 
     @property
     def switches_user(self) -> bool:
         return self.user is not None
+
+    def contained_by(self, tool: Path) -> "Sandbox":
+        """This sandbox with its runs contained by `tool` (tilelab-contain), where it is built."""
+        return replace(self, contain=Path(tool).resolve()) if Path(tool).is_file() else self
 
     def wrap(self, argv: list) -> list:
         """argv, prefixed so that it runs inside the sandbox: as its user
@@ -135,35 +142,16 @@ def sandbox_for_this_process(user: Optional[str] = None) -> Sandbox:
     return Sandbox(user=name, uid=entry.pw_uid, gid=entry.pw_gid, isolate_network=_network_isolation_works())
 
 
-# Gradings side by side (tilelab batch --in-flight) each get a sandbox user of
-# their own: the process limit is per user, so a fork bomb in one hand-in
-# cannot starve the builds and runs of the hand-ins beside it. The first is
-# the sandbox user itself, then <user>-2, <user>-3...; scripts/secure-checkout
-# and docker/setup.sh make SANDBOX_USERS of them.
+# Gradings side by side each get a sandbox user of their own, held host-wide
+# (sandbox_users.py): the first is the sandbox user itself, then <user>-2,
+# <user>-3...; scripts/secure-checkout and docker/setup.sh make 3 per GPU and
+# at least SANDBOX_USERS of them.
 SANDBOX_USERS = 8
 
 
 def slot_user(base: str, index: int) -> str:
     """The sandbox user of the index-th grading side by side (0-based)."""
     return base if index == 0 else f"{base}-{index + 1}"
-
-
-def side_by_side(base: Sandbox, count: int) -> list:
-    """Up to `count` sandboxes like `base`, each with a user of its own
-    (slot_user), as many as exist in a row. A sandbox that does not switch
-    users (not root) has only itself: its runs share the caller's limits."""
-    if not base.switches_user:
-        return [base]
-    found = [base]
-    for index in range(1, count):
-        try:
-            entry = pwd.getpwnam(slot_user(base.user, index))
-        except KeyError:
-            break
-        if entry.pw_uid == 0:
-            break
-        found.append(replace(base, user=entry.pw_name, uid=entry.pw_uid, gid=entry.pw_gid))
-    return found
 
 
 def preflight(sandbox: Sandbox, secrets: list, needed: list) -> None:

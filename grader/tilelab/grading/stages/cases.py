@@ -186,6 +186,7 @@ def _correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     limit = g.limits["correctness"]
     reverse = s.case_file_names
     cases, results, student_output, failure, seconds, printed = [], [], "", None, 0.0, 0
+    left, left_cpu_s = 0, 0.0  # processes the launcher started and never waited for (tilelab-contain)
     disturbed = False
     for set_name in g.sets:
         entries = [(reverse.get(c.name, c.name), c) for c in s.part.cases[set_name]]
@@ -204,6 +205,7 @@ def _correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
         failure = failure or _harness_failure(run)
         seconds += run.seconds
         printed += run.output_bytes
+        left, left_cpu_s = left + run.others, left_cpu_s + run.others_cpu_s
         if set_name == "public":
             student_output = _excerpt(run.output)
         if failure == "timeout":
@@ -214,7 +216,8 @@ def _correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     s.harness_result = {"cases": [c for cases_of_run in listed for c in cases_of_run],
                         "first_cases": [run_cases[0].get("name") for run_cases in listed
                                         if run_cases and isinstance(run_cases[0], dict)],
-                        "cuda_in_use_at_start": any(r.get("cuda_in_use_at_start") is True for r in results)}
+                        "cuda_in_use_at_start": any(r.get("cuda_in_use_at_start") is True for r in results),
+                        "processes_left": left, "processes_left_cpu_ms": round(left_cpu_s * 1e3, 1)}
     summary = _case_list_summary(s.result.cases)
     if failure == "timeout":
         summary = f"the part did not finish within {limit:.0f} s; {summary}"

@@ -32,7 +32,8 @@ from ...system.atomic import write_atomically
 from ...system.cpu_share import gradings_at_once
 from ...system.gpu_lock import GpuLock
 from ...system.paths import unbuilt_reason
-from ...system.sandbox import SANDBOX_USERS, Sandbox, SandboxError, sandbox_for_this_process, side_by_side
+from ...system.sandbox import Sandbox, SandboxError, sandbox_for_this_process
+from ...system.sandbox_users import ended_leftovers, hold_users, leftovers_words
 from .gradebook import (GRADER_ERROR, NOT_YET, BatchSummary, Row, _again_text, _alias_key, collect_row, write_gradebook,
                         write_leaderboards)
 from .progress import _LiveProgress, _PlainProgress
@@ -88,13 +89,14 @@ def parse_gpus(text: str) -> list:
     return gpus
 
 
-def worker_slots(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1) -> list:
-    """With GPUs: `in_flight` workers per GPU, sharing its lock, each with a
-    sandbox user of its own where there are enough (sandbox.side_by_side);
-    without: `jobs` workers sharing one lock (should a GPU be there after
-    all, with no nvidia-smi on the PATH)."""
+def worker_slots(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1, users: Optional[list] = None) -> list:
+    """With GPUs: `in_flight` workers per GPU, sharing its lock; without:
+    `jobs` workers sharing one lock (should a GPU be there after all, with no
+    nvidia-smi on the PATH). Each worker runs as one of `users` (the
+    sandboxes whose users this process holds: hold_slots), a user of its own
+    where there are enough; default: `sandbox` for all."""
+    users = users or [sandbox]
     if gpus:
-        users = side_by_side(sandbox, len(gpus) * in_flight)
         workers = []
         for i, g in enumerate(gpus):
             # The hand-ins in flight on one GPU share its lock: their correctness
@@ -106,28 +108,44 @@ def worker_slots(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1) ->
                 workers.append(_Worker(f"GPU {g}" if in_flight == 1 else f"GPU {g}.{slot + 1}", gpu_sandbox, lock))
         return workers
     lock = GpuLock()
-    return [_Worker(f"worker {i + 1}", sandbox, lock) for i in range(jobs)]
+    return [_Worker(f"worker {i + 1}", users[i % len(users)], lock) for i in range(jobs)]
 
 
-def in_flight_for(gpus: list, sandbox: Sandbox, asked: Optional[int]) -> tuple:
+def hold_slots(gpus: list, jobs: int, sandbox: Sandbox, asked: Optional[int]) -> tuple:
+    """(hand-ins at a time on each GPU, a note or None, the held sandboxes):
+    one sandbox user per grading side by side, held host-wide for as long as
+    this process grades (system/sandbox_users.py), so that no other worker or
+    batch on the host grades as the same user."""
+    wanted = (asked or DEFAULT_IN_FLIGHT) * len(gpus) if gpus else jobs
+    held = hold_users(sandbox, wanted)
+    if not held:
+        raise BatchError(f"every sandbox user ({sandbox.user}, {sandbox.user}-2, ...) is held by another grader on "
+                         "this host, or runs processes that cannot be ended: stop one, or make more users (as root: "
+                         "TILELAB_SANDBOX_USERS=N ./scripts/secure-checkout)")
+    in_flight, note = in_flight_for(gpus, sandbox, asked, available=len(held))
+    return in_flight, note, held
+
+
+def in_flight_for(gpus: list, sandbox: Sandbox, asked: Optional[int], available: Optional[int] = None) -> tuple:
     """(hand-ins at a time on each GPU, a note or None). Gradings side by
     side need a sandbox user each, or a fork bomb in one starves the others:
-    without enough users the default falls to what they allow; a number the
-    TA asked for is kept, with a warning."""
+    without enough users (`available`: those free on this host) the default
+    falls to what they allow; a number the TA asked for is kept, with a warning."""
     if not gpus:
         return 1, None
     wanted = asked or DEFAULT_IN_FLIGHT
-    users = len(side_by_side(sandbox, len(gpus) * wanted))
+    users = available if available is not None else len(hold_users(sandbox, len(gpus) * wanted))
     fits = max(1, users // len(gpus))
     if wanted <= fits:
         return wanted, None
-    why = (f"{users} sandbox user{'s' if users != 1 else ''} for {len(gpus) * wanted} gradings side by side"
+    why = (f"{users} free sandbox user{'s' if users != 1 else ''} for {len(gpus) * wanted} gradings side by side"
            if sandbox.switches_user else "not root: every grading runs as you, with one process limit")
+    more = (" (as root, TILELAB_SANDBOX_USERS=N ./scripts/secure-checkout makes N; other graders on this host hold "
+            "theirs)" if sandbox.switches_user else "")
     if asked is None:
-        return fits, (f"grading {fits} hand-in{'s' if fits != 1 else ''} at a time on each GPU ({why}; "
-                      f"./scripts/secure-checkout makes {SANDBOX_USERS} as root)")
+        return fits, f"grading {fits} hand-in{'s' if fits != 1 else ''} at a time on each GPU ({why}{more})"
     return asked, (f"warning: --in-flight {asked} with {why}: a hand-in that exhausts its processes (a fork "
-                   "bomb) can make the hand-ins beside it fail to build or run")
+                   f"bomb) can make the hand-ins beside it fail to build or run{more}")
 
 
 @dataclass(frozen=True)
@@ -217,10 +235,11 @@ def run_batch(
             raise BatchError(str(e)) from None
     gpus = find_gpus() if gpus is None else list(gpus)
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
-    in_flight, note = in_flight_for(gpus, sandbox, in_flight)
+    in_flight, note, held = hold_slots(gpus, jobs, sandbox, in_flight)
     if note:
         log(note)
-    workers = worker_slots(gpus, jobs, sandbox, in_flight)
+    workers = worker_slots(gpus, jobs, sandbox, in_flight, users=[h.sandbox for h in held])
+    shared = Counter(w.sandbox.user for w in workers)
     part_ids = [p.id for p in assignment.parts]
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = _ClassGrading(
@@ -290,6 +309,11 @@ def run_batch(
             except Exception as e:  # noqa: BLE001 - e.g. OUT/<student> could not be made: one row, not the batch
                 row = Row(student.name, GRADER_ERROR, seed=student_seed, detail=f"{type(e).__name__}: {e}")
             finished.put((worker, dataclasses.replace(row, again=why)))
+            # Nothing of a hand-in may run on into the next one's grading as the same user.
+            left = ended_leftovers(worker.sandbox) if shared[worker.sandbox.user] == 1 else []
+            if left:
+                display.note(f"{worker.label}: {leftovers_words(worker.sandbox, left)}; the others grade on")
+                break
         display.idle(worker)
 
     # Daemon threads: a second Ctrl-C leaves at once instead of waiting for them.
@@ -324,6 +348,8 @@ def run_batch(
             book()
             raise
 
+    for slot in held:
+        slot.release()
     done = [rows[s.name] for s in students]
     return BatchSummary(done, wall_seconds=time.monotonic() - clock, gradebook=gradebook, workers=len(workers),
                         in_flight=in_flight,
