@@ -30,8 +30,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "tests" / "submissions"
 # One column per part of assignment.yaml, in its order.
 PART_IDS = [p.id for p in load_assignment(ROOT / "assignment.yaml").parts]
-HEADER = ["student", "total", "max", *PART_IDS, "questions", "seed", "status", "seconds", "gpu",
-          "full-credit targets (GFLOP/s)", "answers problem"]
+# The columns courses' spreadsheets read, in their order; each part's state comes after them.
+FIRST_COLUMNS = ["student", "total", "max", *PART_IDS, "questions", "seed", "status", "seconds", "gpu",
+                 "full-credit targets (GFLOP/s)", "answers problem"]
+HEADER = FIRST_COLUMNS + [f"{p} state" for p in PART_IDS]
 OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".done")
 
 
@@ -569,18 +571,30 @@ def test_the_batch_help_states_the_defaults_it_uses():
     assert [gradings_at_once(cpus) for cpus in (1, 2, 4, 6, 8, 16, 128)] == [2, 2, 2, 3, 4, 8, 8]
 
 
-def test_gradings_side_by_side_get_a_sandbox_user_each_or_fewer_at_a_time():
-    """As root with the users scripts/secure-checkout makes (tilelab-student,
-    -2 ... -8), each worker on a GPU runs as its own user; as a user, one
-    process limit is shared, so the default falls to one at a time."""
+def _user_exists(name: str) -> bool:
     import pwd
 
-    from tilelab.system.sandbox import SANDBOX_USERS, side_by_side, slot_user
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def test_gradings_side_by_side_get_a_sandbox_user_each_or_fewer_at_a_time(tmp_path):
+    """As root with the users scripts/secure-checkout makes (tilelab-student,
+    -2 ... -8), each worker on a GPU runs as a user of its own that no other
+    grader on the host holds; as a user, one process limit is shared, so the
+    default falls to one at a time."""
+    import pwd
+
+    from tilelab.system.sandbox import SANDBOX_USERS, slot_user
+    from tilelab.system.sandbox_users import hold_users
 
     assert [slot_user("tilelab-student", i) for i in range(3)] == ["tilelab-student", "tilelab-student-2",
                                                                   "tilelab-student-3"]
     as_user = Sandbox()
-    assert side_by_side(as_user, 3) == [as_user]
+    assert [h.sandbox for h in hold_users(as_user, 3, tmp_path)] == [as_user]
     assert batch.in_flight_for(["0"], as_user, None)[0] == 1
     kept, warning = batch.in_flight_for(["0"], as_user, 3)
     assert kept == 3 and "fork bomb" in warning
@@ -590,9 +604,87 @@ def test_gradings_side_by_side_get_a_sandbox_user_each_or_fewer_at_a_time():
     except KeyError:
         pytest.skip("skipped: the sandbox users are made by scripts/secure-checkout as root")
     base = Sandbox(user=users[0].pw_name, uid=users[0].pw_uid, gid=users[0].pw_gid)
-    assert batch.in_flight_for(["0", "1"], base, None) == (3, None)
-    workers = worker_slots(["0", "1"], 1, base, in_flight=3)
+    held = hold_users(base, 6, tmp_path)
+    assert batch.in_flight_for(["0", "1"], base, None, available=len(held)) == (3, None)
+    workers = worker_slots(["0", "1"], 1, base, in_flight=3, users=[h.sandbox for h in held])
     assert len({w.sandbox.uid for w in workers}) == 6
     assert [w.sandbox.user for w in workers[:2]] == ["tilelab-student", "tilelab-student-2"]
-    fewer, note = batch.in_flight_for(["0", "1", "2"], base, None)
-    assert fewer == 2 and "8 sandbox users for 9 gradings side by side" in note
+    # Another grader holding them, a second one finds only the users left.
+    existing = next(i for i in range(len(users), 1000) if not _user_exists(slot_user(base.user, i)))
+    rest = hold_users(base, 9, tmp_path)
+    assert len(rest) == min(9, existing - 6) and not {h.sandbox.user for h in rest} & {h.sandbox.user for h in held}
+    fewer, note = batch.in_flight_for(["0", "1", "2"], base, None, available=len(rest))
+    assert fewer == max(1, len(rest) // 3) and f"{len(rest)} free sandbox users for 9 gradings side by side" in note
+    for h in held + rest:
+        h.release()
+
+
+def test_the_gradebook_and_the_console_say_which_parts_did_not_build(graded):
+    """A score hides a part that did not compile: the gradebook's state
+    columns and each hand-in's progress line say it."""
+    class_dir, out, summary, lines = graded
+    book = {r["student"]: r for r in read_book(out)}
+    others = PART_IDS[1:]
+    assert PART_IDS[0] == "naive"
+    assert book["alice"]["naive state"] == "built"
+    assert book["bob"]["naive state"] == "failed to build"
+    assert [book["carol"][f"{p} state"] for p in PART_IDS] == ["missing"] * len(PART_IDS)
+    assert all(book[s][f"{p} state"] == "missing" for s in ("alice", "bob") for p in others)
+    said = {line.split(": ", 1)[0].split("] ")[1]: line for line in lines if line.startswith("[")}
+    assert f"; failed to build: naive; missing: {', '.join(others)} (" in said["bob"]
+    assert f"; missing: {', '.join(PART_IDS)} (" in said["carol"]
+    assert f"; missing: {', '.join(others)} (" in said["alice"] and "naive" not in said["alice"].split("; ", 1)[1]
+
+
+def test_a_hand_in_wrapped_in_a_folder_is_graded_and_stubs_left_are_a_state(tmp_path):
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    wrapped = class_dir / "dave" / "hw3"
+    wrapped.mkdir(parents=True)
+    shutil.copy(SUBMISSIONS / "good-naive-32x8" / "naive.cu", wrapped / "naive.cu")
+    shutil.copy(ROOT / "starter" / "tiled.cu", wrapped / "tiled.cu")
+    shutil.copy(SUBMISSIONS / "answers-all-correct" / "answers.yaml", wrapped / "answers.yaml")
+    (class_dir / "dave" / "__MACOSX" / "hw3").mkdir(parents=True)
+    (class_dir / "dave" / "__MACOSX" / "hw3" / "._naive.cu").write_bytes(b"\0\5\26\7")
+    summary, lines = grade_class(class_dir, out, NO_GPU, gpus=[])
+    (row,) = read_book(out)
+    assert row["status"] == GRADED and row["answers problem"] == "" and float(row["questions"]) > 0
+    assert (row["naive state"], row["tiled state"]) == ("built", "not written")
+    assert [row[f"{p} state"] for p in PART_IDS[2:]] == ["missing"] * len(PART_IDS[2:])
+    graded = json.loads((out / "dave" / "grade.json").read_text())
+    assert any("hw3/" in note and "was graded" in note for note in graded["notes"])
+    (progress,) = [line for line in lines if line.startswith("[")]
+    assert f"; not written: tiled; missing: {', '.join(PART_IDS[2:])} (" in progress
+
+
+def test_every_state_a_part_can_be_in_before_a_gpu_runs_it():
+    """causes.part_state, which the gradebook's state columns and the closing
+    lines of grade and batch share: the first thing that stopped the part."""
+    from tilelab.grading.model import STAGES, PartResult, Stage
+    from tilelab.outputs.causes import PART_STATES, part_state, state_line
+
+    def part(static="passed", build="passed", summary="", not_written=()):
+        stages = {name: Stage(name, "not_run") for name in STAGES}
+        stages["static"] = Stage("static", static, summary if static != "passed" else "")
+        stages["build"] = Stage("build", build, summary if static == "passed" else "")
+        return PartResult("tiled", "Tiled", "tiled.cu", stages, not_written=list(not_written))
+
+    stub = ["launchTiled (line 40)"]
+    seen = {
+        "built": part(),
+        "not written": part(not_written=stub),
+        "failed to build": part(build="failed", summary="tiled.cu does not compile", not_written=stub),
+        "missing": part(static="failed", build="not_run", summary="tiled.cu is missing"),
+        "failed the static checks": part(static="failed", build="not_run",
+                                         summary="tiled.cu uses cublasSgemm: library GEMM routines are not allowed"),
+        "grader error": part(build="error", summary="the grader could not prepare the build (not your fault)"),
+        "not built": part(build="not_run", summary="not run: switched off for this run"),
+    }
+    assert sorted(seen) == sorted(PART_STATES)
+    for state, p in seen.items():
+        assert part_state(p) == state
+    assert state_line(seen["built"]) == ""
+    assert state_line(seen["failed to build"]) == "tiled: failed to build (tiled.cu does not compile)"
+    assert state_line(seen["missing"]) == "tiled: tiled.cu is missing"
+    assert state_line(seen["not written"]) == "tiled: not written (the starter's stubs are left: launchTiled (line 40))"
+    assert state_line(seen["failed the static checks"]).startswith("tiled: failed the static checks (tiled.cu uses")
+    assert state_line(seen["not built"]) == "tiled: not built (switched off for this run)"

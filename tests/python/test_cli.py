@@ -138,3 +138,55 @@ def test_check_says_in_the_terminal_when_answers_yaml_cannot_be_read(tmp_path):
     assert readable.returncode == 0, readable.stdout + readable.stderr
     assert re.search(r"answers\.yaml: [\d.]+ / [\d.]+ points, (\d+) of \1 automatic answers right",
                      " ".join(readable.stdout.split()))
+
+
+def _students_copy(tmp_path: Path) -> tuple:
+    """(root, build) as a student has them: the public assignment.yaml and no
+    answer key beside it, a build tree without the compiled references."""
+    from tilelab.spec.public import public_assignment_text
+
+    copy = tmp_path / "student-copy"
+    copy.mkdir()
+    (copy / "assignment.yaml").write_text(public_assignment_text(ROOT))
+    build = tmp_path / "student-build"
+    build.mkdir()
+    for entry in build_dir().iterdir():
+        if entry.name not in ("reference", "check-cache", "part-cache"):
+            (build / entry.name).symlink_to(entry)
+    return copy, build
+
+
+def test_check_says_each_answer_that_cannot_be_read_and_fails(tmp_path):
+    """A choice that is not an option, a list, a key given twice with two
+    answers: each is said in the terminal with its id and line, none counts
+    as answered, and check exits 1, in a student's copy (no key) as where the key is."""
+    copy, build = _students_copy(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    text = (ROOT / "starter" / "answers.yaml").read_text()
+    for empty, given in (("matadd-smem:\n", "matadd-smem: e\n"),
+                         ("tile32-reduction:\n", "tile32-reduction: [32, 64]\n"),
+                         ("local-versions:\n", "local-versions: 512000\n"),
+                         ("shared-versions:\n", "shared-versions: 1000\nshared-versions: 2000\n")):
+        assert empty in text
+        text = text.replace(empty, given, 1)
+    (work / "answers.yaml").write_text(text + "\nfoo-z: 3\n")
+    # Where the key is, so are the compiled references: the real build tree, and student code's sandbox.
+    for root, build, out in ((copy, build, tmp_path / "out"), (ROOT, build_dir(), tmp_path / "keyed")):
+        run = tilelab("--root", str(root), "check", "answers.yaml", "--dir", str(work), "--build", str(build),
+                      "--out", str(out))
+        assert run.returncode == 1, run.stdout + run.stderr
+        said = " ".join(run.stdout.split())
+        answers = json.loads((out / "grade.json").read_text())["answers"]
+        assert answers["graded"] == (root == ROOT)
+        invalid = {q["id"]: q for q in answers["questions"] if q["status"] == "invalid"}
+        assert sorted(invalid) == ["matadd-smem", "shared-versions", "tile32-reduction"]
+        for q in invalid.values():
+            assert " ".join(f"answers.yaml line {q['line']}: '{q['id']}': {q['message']}".split()) in said
+        for note in answers["notes"]:
+            assert " ".join(f"answers.yaml: {note}".split()) in said
+        assert any("'foo-z' is not a question id" in note for note in answers["notes"])
+        # Only local-versions was answered in a form that can be graded.
+        assert "1 of 36 questions answered" in said
+        if root == copy:
+            assert "3 not readable" in said and " ".join(answers["not_graded_reason"].split()) in said

@@ -180,3 +180,162 @@ def test_the_part_cache_keeps_the_most_recently_used_within_its_bound(root, tmp_
     assert cache.find(naive, keys[1], tmp_path / "out" / "b") is None
     assert cache.find(naive, keys[0], tmp_path / "out" / "c").read_bytes() == binary.read_bytes()
     assert cache.find(naive, keys[2], tmp_path / "out" / "d") is not None
+
+
+def _grade_lines(root, submission: Path, out: Path, parts=(), results="gradescope") -> tuple:
+    """(grade.json, results.json, the closing lines `tilelab grade` prints) of one grading."""
+    from tilelab.operations.grading_run import Outputs
+
+    lines = []
+    outcome = run_grading(submission, GradeOptions.for_tree(root, build_dir(), out, parts=parts),
+                          Outputs(results=results), echo=lines.append)
+    assert outcome.code == EXIT_GRADED, lines
+    return (json.loads((out / "grade.json").read_text()), json.loads((out / "results.json").read_text()), lines)
+
+
+def _static(graded: dict, part: str) -> dict:
+    return next(p for p in graded["parts"] if p["id"] == part)["stages"]["static"]
+
+
+def test_a_hand_in_wrapped_in_one_folder_is_graded_as_if_unwrapped(root, tmp_path):
+    """Students zip a folder: hw3/*.cu, with the metadata macOS adds, grades as the files themselves do."""
+    wrapped = tmp_path / "hand-in" / "hw3"
+    wrapped.mkdir(parents=True)
+    for name in ("naive.cu", "tiled.cu", "answers.yaml"):
+        shutil.copy(root / "solutions" / name, wrapped / name)
+    (wrapped / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (tmp_path / "hand-in" / "__MACOSX" / "hw3").mkdir(parents=True)
+    (tmp_path / "hand-in" / "__MACOSX" / "hw3" / "._naive.cu").write_bytes(b"\0\5\26\7")
+    graded, results, lines = _grade_lines(root, tmp_path / "hand-in", tmp_path / "out", parts=("naive", "tiled"))
+    flat, _, _ = _grade_lines(root, wrapped, tmp_path / "flat", parts=("naive", "tiled"))
+    for part in ("naive", "tiled"):
+        assert _static(graded, part)["status"] == "passed", _static(graded, part)
+        stages = next(p for p in graded["parts"] if p["id"] == part)["stages"]
+        assert {n: s["status"] for n, s in stages.items()} == \
+            {n: s["status"] for n, s in next(p for p in flat["parts"] if p["id"] == part)["stages"].items()}
+    assert graded["submission"] == str(wrapped)
+    # Which folder was graded is said in the report, in results.json and in the terminal.
+    note = next(n for n in graded["notes"] if "hw3/" in n)
+    assert "was graded" in note and note in results["output"] and note in lines
+    assert note in (tmp_path / "out" / "report.md").read_text()
+    assert not any("hw3/" in n for n in flat["notes"])
+
+
+def test_the_questions_of_a_wrapped_hand_in_are_read_from_its_folder(root, tmp_path):
+    wrapped = tmp_path / "hand-in" / "Homework 3"
+    wrapped.mkdir(parents=True)
+    shutil.copy(root / "solutions" / "answers.yaml", wrapped / "answers.yaml")
+    graded, _, _ = _grade_lines(root, tmp_path / "hand-in", tmp_path / "out")
+    answers = graded["answers"]
+    assert answers["status"] == "read" and answers["score"] == answers["max_score"] > 0
+
+
+def test_files_found_deeper_or_misnamed_are_named_in_the_missing_parts_hints(root, tmp_path):
+    hand_in = tmp_path / "hand-in"
+    (hand_in / "hw3" / "src").mkdir(parents=True)
+    shutil.copy(root / "solutions" / "rectangular.cu", hand_in / "hw3" / "rectangular.cu")
+    shutil.copy(root / "solutions" / "naive.cu", hand_in / "hw3" / "Naive.cu")
+    shutil.copy(root / "solutions" / "boundary.cu", hand_in / "hw3" / "boundary (1).cu")
+    shutil.copy(root / "solutions" / "tiled.cu", hand_in / "hw3" / "src" / "tiled.cu")
+    shutil.copy(root / "solutions" / "answers.yaml", hand_in / "hw3" / "src" / "answers.yml")
+    graded, results, lines = _grade_lines(root, hand_in, tmp_path / "out",
+                                          parts=("naive", "tiled", "boundary", "rectangular"))
+    assert _static(graded, "rectangular")["status"] == "passed"  # hw3/ holds a part file under its name
+    for part, found in (("naive", "hw3/Naive.cu"), ("tiled", "hw3/src/tiled.cu"),
+                        ("boundary", "hw3/boundary (1).cu")):
+        static = _static(graded, part)
+        assert static["summary"] == f"{part}.cu is missing"
+        hint = next(h for h in static["hints"] if found in h)
+        assert f"Expected hw3/{part}.cu" in hint
+        assert hint in next(t["output"] for t in results["tests"] if t["name"].endswith(": build")
+                            and t["name"].startswith(next(p["title"] for p in graded["parts"] if p["id"] == part)))
+    assert not any("Expected" in h for h in _static(graded, "rectangular")["hints"])
+    # answers.yaml too: its notes in the report, and the terminal's closing lines.
+    assert graded["answers"]["status"] == "missing"
+    hint = next(n for n in graded["answers"]["notes"] if "hw3/src/answers.yml" in n)
+    assert "Expected hw3/answers.yaml" in hint and hint in lines
+
+
+def test_several_folders_holding_part_files_are_listed_not_guessed_between(root, tmp_path):
+    hand_in = tmp_path / "hand-in"
+    for folder in ("hw3", "hw3-old"):
+        (hand_in / folder).mkdir(parents=True)
+        shutil.copy(root / "solutions" / "naive.cu", hand_in / folder / "naive.cu")
+    graded, _, lines = _grade_lines(root, hand_in, tmp_path / "out", parts=("naive",))
+    static = _static(graded, "naive")
+    assert static["summary"] == "naive.cu is missing"
+    assert any("hw3/naive.cu" in h and "hw3-old/naive.cu" in h for h in static["hints"]), static["hints"]
+    note = next(n for n in graded["notes"] if "2 folders" in n)
+    assert "hw3/ (naive.cu)" in note and "hw3-old/ (naive.cu)" in note and "None of them was graded" in note
+    assert note in lines
+
+
+def test_a_link_out_of_the_hand_in_is_never_followed(root, tmp_path):
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    (hand_in / "hw3").symlink_to(root / "solutions", target_is_directory=True)
+    graded, _, _ = _grade_lines(root, hand_in, tmp_path / "out", parts=("naive",))
+    static = _static(graded, "naive")
+    assert graded["submission"] == str(hand_in) and static["summary"] == "naive.cu is missing"
+    assert not any("hw3" in h for h in static["hints"]) and not any("hw3" in n for n in graded["notes"])
+
+
+def test_the_search_for_misplaced_files_is_bounded(tmp_path):
+    from tilelab.grading.handin_files import MAX_DEPTH, MAX_ENTRIES, locate
+
+    deep = tmp_path / "deep"
+    below = deep.joinpath(*[f"d{i}" for i in range(MAX_DEPTH + 1)])
+    below.mkdir(parents=True)
+    (below / "naive.cu").write_text("// too deep to be looked for\n")
+    (below.parent / "tiled.cu").write_text("// at the deepest level searched\n")
+    found = locate(deep, ("naive.cu", "tiled.cu"))
+    assert "naive.cu" not in found.elsewhere and found.elsewhere["tiled.cu"][0].endswith("/tiled.cu")
+    crowded = tmp_path / "crowded"
+    (crowded / "a").mkdir(parents=True)
+    for i in range(MAX_ENTRIES):
+        (crowded / "a" / f"f{i:05d}.txt").touch()
+    (crowded / "z").mkdir()
+    (crowded / "z" / "Naive.cu").touch()  # after the bound, in the walk's order
+    assert locate(crowded, ("naive.cu",)).elsewhere == {}
+
+
+def test_the_closing_lines_say_which_parts_did_not_build_and_what_results_json_records(root, tmp_path):
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    shutil.copy(root / "tests" / "submissions" / "naive-compile-error" / "naive.cu", hand_in / "naive.cu")
+    shutil.copy(root / "solutions" / "rectangular.cu", hand_in / "rectangular.cu")
+    shutil.copy(root / "starter" / "boundary.cu", hand_in / "boundary.cu")
+    parts = ("naive", "tiled", "boundary", "rectangular")
+    graded, results, lines = _grade_lines(root, hand_in, tmp_path / "out", parts=parts)
+    report = tmp_path / "out" / "report.md"
+    naive = next(p for p in graded["parts"] if p["id"] == "naive")
+    assert f"naive: failed to build ({naive['stages']['build']['summary']}); see {report}" in lines
+    assert f"tiled: tiled.cu is missing; see {report}" in lines
+    assert any(line.startswith("boundary: not written (the starter's stubs are left: boundaryKernel (line ")
+               for line in lines), lines
+    assert not any(line.startswith("rectangular:") for line in lines)
+    score = next(line for line in lines if line.startswith("score "))
+    if graded["gpu"] is None:
+        # Without a GPU results.json records 0 whatever was scored here: both are said, in one line.
+        assert score == (f"score {graded['score']:.2f} / {graded['max_score']:.2f} here; results.json records "
+                         f"{results['score']:g} (withheld: no GPU ran the parts)")
+        _, pl_results, pl_lines = _grade_lines(root, hand_in, tmp_path / "pl", parts=parts, results="prairielearn")
+        assert pl_results["gradable"] is False
+        assert "here; results.json records no score (not gradable: no GPU ran the parts)" in \
+            next(line for line in pl_lines if line.startswith("score "))
+    else:
+        assert score == f"score {graded['score']:.2f} / {graded['max_score']:.2f}"
+
+
+def test_the_closing_lines_say_what_in_answers_yaml_cannot_be_graded(root, tmp_path):
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    text = (root / "solutions" / "answers.yaml").read_text()
+    (hand_in / "answers.yaml").write_text(text + "\nlaunch-bug: e\nnot-a-question: 3\n")
+    graded, _, lines = _grade_lines(root, hand_in, tmp_path / "out")
+    invalid = [q for q in graded["answers"]["questions"] if q["status"] == "invalid"]
+    assert [q["id"] for q in invalid] == ["launch-bug"]
+    assert f"answers.yaml line {invalid[0]['line']}: 'launch-bug': {invalid[0]['message']}" in lines
+    for note in graded["answers"]["notes"]:
+        assert f"answers.yaml: {note}" in lines
+    assert any("not-a-question" in n for n in graded["answers"]["notes"])

@@ -31,6 +31,9 @@ MAX_NOTES = 10  # unknown ids and such listed by name; the rest are counted
 # there is no key in this copy.
 QUESTION_STATUSES = ("correct", "wrong", "unanswered", "invalid", "collected", "not_graded")
 NO_KEY = "not graded here: the answer key is not in this copy (your answers are graded when you hand them in)"
+# A check reads answers.yaml for form alone, wherever it runs: told so, and not that a key is missing.
+FORM_ONLY = "not graded in a check, which reads your answers for form only: they are graded when you hand them in"
+NOT_GRADED_HERE = "; not graded here."  # ends the message of an answer read without the key
 
 _NULLS = {"", "~", "null", "Null", "NULL"}
 _YAML_TRUE = {"yes", "true", "on", "y"}
@@ -70,7 +73,7 @@ class AnswersResult:
     status: str  # one of answers_file.FILE_STATUSES
     message: str = ""  # about the file as a whole, for the student
     summary: str = ""  # the same in a few words ("answers.yaml is not valid YAML (line 3)"); "" when read
-    questions: list = field(default_factory=list)  # of QuestionResult, in assignment order
+    questions: list[QuestionResult] = field(default_factory=list)  # in assignment order
     notes: list = field(default_factory=list)  # unknown ids, duplicates: reported, not graded
     graded: bool = True  # False: no key here, nothing scored
     not_graded_reason: str = ""
@@ -229,7 +232,7 @@ def _grade_one(q, node, key, graded: bool) -> QuestionResult:
         r.read = _number_text(value)
         read = f"Read as {r.read}" + (f"; the unit '{cut(unit, 30)}' was ignored" if unit else "")
         if not graded:
-            r.status, r.message = "not_graded", f"{read}; not graded here."
+            r.status, r.message = "not_graded", f"{read}{NOT_GRADED_HERE}"
         elif _within(value, float(key), q.tolerance):
             r.status, r.score, r.message = "correct", q.points, f"{read}."
         else:
@@ -241,7 +244,7 @@ def _grade_one(q, node, key, graded: bool) -> QuestionResult:
         return r
     r.read = option
     if not graded:
-        r.status, r.message = "not_graded", f"Read as option {option}; not graded here."
+        r.status, r.message = "not_graded", f"Read as option {option}{NOT_GRADED_HERE}"
     elif option == key:
         r.status, r.score, r.message = "correct", q.points, f"Read as option {option}."
     else:
@@ -342,3 +345,22 @@ def grade_answers(path: Path, questions: tuple, key: Optional[dict], *,
             r.message += f" ('{q.id}' appears on lines {lines}; {what}: keep one.)"
         result.questions.append(r)
     return result
+
+
+def problem_lines(result: AnswersResult) -> list:
+    """What in the answers cannot be graded, a line each, in the words above:
+    the file as a whole first when it was not read; else each answer that
+    cannot be read (its id, line and message); then the file's notes
+    (duplicates, unknown ids). `tilelab check` and `tilelab grade` print
+    these, so that a problem is not found only in the report."""
+    if result.status != "read":
+        # Its notes then say where a file by another name or deeper was found (stages/finish.py).
+        return [result.message or result.summary] + list(result.notes)
+    lines = [f"{result.file}" + (f" line {q.line}" if q.line else "") + f": '{q.id}': {q.message}"
+             for q in result.questions if q.status == "invalid"]
+    return lines + [f"{result.file}: {note}" for note in result.notes]
+
+
+def answered(result: AnswersResult) -> int:
+    """Questions with an answer that could be read: one that cannot is not answered."""
+    return sum(q.status not in ("unanswered", "invalid") for q in result.questions)

@@ -21,6 +21,8 @@ from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENC
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
 from ..system.setup_errors import SetupError
 from . import calibration
+from .answers_file import ANSWERS_FILE
+from .handin_files import Located, locate
 from .model import STAGES, CaseResult, PartResult, Stage
 from .options import GradeOptions
 from .trusted_harness import SERVICES, TrustedHarness
@@ -33,11 +35,12 @@ class Tools:
     verify: Path  # compares a run's outputs with the float64 reference
     probe: Path  # tilelab-roofline: the GPU's properties and its measured ceilings
     harness: Path  # the trusted harness: the clock that is scored
+    contain: Path  # tilelab-contain: what a run starts ends with it
 
     @classmethod
     def of(cls, build_dir: Path) -> "Tools":
         return cls(tool_path(build_dir, "tilelab-verify"), tool_path(build_dir, "tilelab-roofline"),
-                   tool_path(build_dir, "tilelab-harness"))
+                   tool_path(build_dir, "tilelab-harness"), tool_path(build_dir, "tilelab-contain"))
 
 
 @dataclass
@@ -46,7 +49,7 @@ class Grading:
 
     options: GradeOptions
     assignment: Assignment
-    submission: Path
+    submission: Path  # the folder graded: the one handed in, or the one folder in it that holds its files
     parts: list  # the assignment's Parts this grading grades
     seed: int
     tools: Tools
@@ -61,6 +64,11 @@ class Grading:
     while_timing: Callable[[], None] = lambda: None  # work for the grader's CPU while the GPU times parts
     notes: list = field(default_factory=list)  # for the student
     staff_notes: list = field(default_factory=list)
+    located: Optional[Located] = None  # where the hand-in's files were found (handin_files.locate)
+
+    def misplaced_hints(self, name: str) -> list:
+        """Where a file expected as `name` was found instead, when it was missing."""
+        return self.located.hints(name) if self.located else []
 
     @property
     def sets(self) -> tuple:
@@ -84,7 +92,9 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
                  gpu_lock: Optional[GpuLock] = None, progress: Optional[Callable[[str], None]] = None,
                  while_timing: Optional[Callable[[], None]] = None) -> Grading:
     """Everything a grading needs before its first stage: the assignment, the
-    seed, the tools, the sandbox (default: _sandbox_for), a work folder
+    folder of the hand-in to grade (handin_files.locate: every command grades
+    through here, so a hand-in wrapped in a folder is graded alike by all),
+    the seed, the tools, the sandbox (default: _sandbox_for), a work folder
     student code may use, and the trusted harness, whose CUDA contexts start
     in the background while the parts are checked and built."""
     clock = PhaseClock(time.monotonic())
@@ -95,10 +105,11 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
     if unbuilt:
         raise SetupError(f"{unbuilt}: build the project first (cmake --build {opt.build_dir})")
     tools = Tools.of(opt.build_dir)
-    sandbox = sandbox if sandbox is not None else _sandbox_for(opt, assignment)
-    preflight(sandbox, secret_paths(opt),
-              [opt.root / "grader" / "harness" / "part_main.cu", opt.root / "include" / "tilelab" / "part.h",
-               opt.build_dir / "grader" / "harness" / "libtilelab_harness.a"])
+    # Every part's file, not only those graded: the folder chosen must not depend on --part.
+    located = locate(submission, tuple(p.file for p in assignment.parts) + (ANSWERS_FILE,))
+    # Every run of student code in this grading ends whole with its run (system/process.py).
+    sandbox = (sandbox if sandbox is not None else _sandbox_for(opt, assignment)).contained_by(tools.contain)
+    check_sandbox(opt, sandbox)
     work = work_dir(opt, sandbox)
     logs = opt.out_dir / "staff" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -106,10 +117,11 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
                              log=logs / "harness-service.log")
     if parts:
         threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
-    return Grading(options=opt, assignment=assignment, submission=submission, parts=parts, seed=opt.draw_seed(),
-                   tools=tools, sandbox=sandbox, work=work, logs=logs, trusted=trusted,
+    return Grading(options=opt, assignment=assignment, submission=located.folder, parts=parts,
+                   seed=opt.draw_seed(), tools=tools, sandbox=sandbox, work=work, logs=logs, trusted=trusted,
                    gpu_lock=gpu_lock or GpuLock(), clock=clock, started=started,
-                   progress=progress or (lambda message: None), while_timing=while_timing or (lambda: None))
+                   progress=progress or (lambda message: None), while_timing=while_timing or (lambda: None),
+                   notes=list(located.notes), located=located)
 
 
 @dataclass
@@ -174,6 +186,23 @@ class PhaseClock:
 
     def spans(self) -> dict:
         return {phase: [round(start, 3), round(end, 3)] for phase, (start, end) in self._spans.items()}
+
+
+def check_sandbox(opt: GradeOptions, sandbox: Sandbox) -> None:
+    """Raises SandboxError when student code in `sandbox` could read a secret
+    of this tree, or could not read what building and running a part needs."""
+    preflight(sandbox, secret_paths(opt),
+              [opt.root / "grader" / "harness" / "part_main.cu", opt.root / "include" / "tilelab" / "part.h",
+               opt.build_dir / "grader" / "harness" / "libtilelab_harness.a"])
+
+
+def sandbox_problem(opt: GradeOptions, sandbox: Sandbox) -> Optional[str]:
+    """What check_sandbox would raise, in words, or None: a worker's health."""
+    try:
+        check_sandbox(opt, sandbox)
+    except SetupError as e:
+        return str(e)
+    return None
 
 
 def secret_paths(opt: GradeOptions) -> list:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..grading.model import GradeResult
+from ..grading.answers import problem_lines
+from ..grading.model import NO_DEVICE_NOTE, GradeResult
 from ..grading.options import GradeOptions
-from ..outputs import gradescope, prairielearn
+from ..outputs import causes, gradescope, prairielearn
 from ..outputs.gradescope import write_results
 from ..spec.assignment import load_assignment
 from ..system.gpu_lock import GpuLock
@@ -93,11 +94,29 @@ def run_grading(submission: Path, options: GradeOptions, outputs: Outputs = GRAD
         echo(f"tilelab grade: the grader failed ({type(exc).__name__}: {exc}); "
              f"{results_path} reports an autograder error")
         return Outcome(EXIT_GRADER_ERROR, f"{type(exc).__name__}: {exc}")
-    if result.gpu is None:
-        echo("no CUDA device: the GPU stages did not run and scored nothing")
-    echo(f"score {result.score:.2f} / {result.max_score:.2f} in {result.seconds:.1f} s; "
-         f"wrote {results_path}, {out_dir / 'report.md'}, {out_dir / 'report.html'}, {out_dir / 'grade.json'}")
+    for line in closing_lines(result, outputs.results, out_dir / "report.md"):
+        echo(line)
+    echo(f"graded in {result.seconds:.1f} s; wrote {results_path}, {out_dir / 'report.md'}, "
+         f"{out_dir / 'report.html'}, {out_dir / 'grade.json'}")
     return Outcome(EXIT_GRADED, result=result)
+
+
+def closing_lines(result: GradeResult, results_format: Optional[str], report: Path) -> list:
+    """What a grading's terminal says before the files it wrote: the
+    grading's notes (which folder was graded), each part that did not build,
+    what in answers.yaml cannot be graded, and the score, with what
+    results.json records when that differs (withheld without a GPU)."""
+    lines = ["no CUDA device: the GPU stages did not run and scored nothing"] if result.gpu is None else []
+    lines += [note for note in result.notes if note != NO_DEVICE_NOTE]
+    lines += [f"{line}; see {report}" for line in map(causes.state_line, result.parts) if line]
+    if result.answers is not None:
+        lines += problem_lines(result.answers)
+    score = f"score {result.score:.2f} / {result.max_score:.2f}"
+    if results_format and causes.gpu_withheld(result):
+        recorded = ("records 0 (withheld: no GPU ran the parts)" if results_format == "gradescope"
+                    else "records no score (not gradable: no GPU ran the parts)")
+        score += f" here; results.json {recorded}"
+    return lines + [score]
 
 
 def _grade_and_write(submission: Path, options: GradeOptions, outputs: Outputs, progress, sandbox, gpu_lock,

@@ -123,3 +123,47 @@ def gpu_withheld(result: GradeResult) -> bool:
     a machine without a GPU, with a part built that a GPU would have run.
     When nothing built, nothing needed a GPU and the score stands."""
     return result.mode == "grade" and result.gpu is None and any(built(p) for p in result.parts)
+
+
+# How far a part got before any GPU would run it: the gradebook's state
+# columns and the closing lines of `tilelab grade` and `tilelab batch`. A
+# score alone hides a part that did not compile among parts that ran.
+BUILT = "built"
+NOT_WRITTEN = "not written"  # it built, but the starter's TODO stubs are still in it
+BUILD_FAILED = "failed to build"
+MISSING = "missing"
+STATIC_FAILED = "failed the static checks"
+GRADER_ERROR = "grader error"  # the grader could not check or build it (not the student's fault)
+NOT_BUILT = "not built"  # any other reason the build did not run
+PART_STATES = (BUILT, NOT_WRITTEN, BUILD_FAILED, MISSING, STATIC_FAILED, GRADER_ERROR, NOT_BUILT)
+
+
+def part_state(part: PartResult) -> str:
+    """One of PART_STATES. A failure comes before the stubs left: a part that
+    does not compile is that first, whatever it holds."""
+    static, build = part.stages["static"], part.stages["build"]
+    if missing(part):
+        return MISSING
+    if static.status == "failed":
+        return STATIC_FAILED
+    if build.status == "failed":
+        return BUILD_FAILED
+    if "error" in (static.status, build.status):
+        return GRADER_ERROR
+    if part.not_written:
+        return NOT_WRITTEN
+    return BUILT if build.status == "passed" else NOT_BUILT
+
+
+def state_line(part: PartResult) -> str:
+    """"tiled: failed to build (tiled.cu does not compile)" for a part that
+    did not build or is not written yet; "" for one that built."""
+    state = part_state(part)
+    if state == BUILT:
+        return ""
+    if state == MISSING:
+        return f"{part.id}: {part.file} is missing"
+    if state == NOT_WRITTEN:
+        return f"{part.id}: not written (the starter's stubs are left: {', '.join(part.not_written)})"
+    stage = part.stages["static" if part.stages["static"].status in ("failed", "error") else "build"]
+    return f"{part.id}: {state}" + (f" ({bare(stage.summary)})" if stage.summary else "")

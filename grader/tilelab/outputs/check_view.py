@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..grading.answers import answered, problem_lines
 from ..grading.model import ESTIMATED_RULE, NO_DEVICE_NOTE, STAGE_TITLES, STAGES, GradeResult
 from .traffic_view import check_row
 
@@ -20,6 +21,9 @@ _HINT = "what the counters suggest"
 _STYLE = {"passed": ("ok", "green"), "failed": ("FAIL", "bold red"), "not_run": ("-", "dim"),
           "error": ("grader error", "yellow")}
 # Where a student without a GPU of their own gets the GPU stages run.
+# A service whose worker has no GPU: the course's to fix, not the student's.
+NO_GPU_THERE = ("The grading service checked this on a worker without a GPU: tell your course staff, and check again "
+                "once it has one (or on a machine with an NVIDIA GPU).")
 WHERE_TO_RUN = ("To run the cases, the checks and the timing, use a machine with an NVIDIA GPU: the Colab notebook "
                 "docs/colab.ipynb (a free GPU in the browser; see README.md), a GPU machine of your own or your "
                 "course's, or your course's grading service if it runs one.")
@@ -47,9 +51,10 @@ def _points(p) -> str:
     return f"{p.score:g}/{p.max_score:g}" + ("*" if p.extra_credit else "")
 
 
-def _without_gpu(result: GradeResult, console: Console) -> None:
-    table = _table("tilelab check: no CUDA device here, so only the static checks and the build ran",
-                   ("part", "build", _FOUND))
+def _without_gpu(result: GradeResult, console: Console, where: str = "") -> None:
+    title = (f"tilelab check at {where}: its worker has no GPU, so only the static checks and the build ran" if where
+             else "tilelab check: no CUDA device here, so only the static checks and the build ran")
+    table = _table(title, ("part", "build", _FOUND))
     for p in result.parts:
         if p.not_written:
             found = "not written yet: " + ", ".join(p.not_written)
@@ -61,8 +66,8 @@ def _without_gpu(result: GradeResult, console: Console) -> None:
     console.print(table)
 
 
-def _with_gpu(result: GradeResult, console: Console) -> None:
-    table = _table(f"tilelab check on {result.gpu.get('name', 'this GPU')}",
+def _with_gpu(result: GradeResult, console: Console, where: str = "") -> None:
+    table = _table(f"tilelab check on {result.gpu.get('name', 'this GPU')}" + (f" at {where}" if where else ""),
                    ("part", "build", "cases", "launch", "memcheck", "racecheck", "GFLOP/s", "points"))
     for p in result.parts:
         public = [c for c in p.cases if c.set == "public"]
@@ -113,7 +118,8 @@ def _traffic(result: GradeResult, console: Console) -> None:
 
 def _answers_line(result: GradeResult) -> str:
     """answers.yaml in one line: an unreadable file costs every question's
-    points, so it is said here, not only in the report."""
+    points, so it is said here, not only in the report; what in a read file
+    cannot be graded follows it (_print_answers)."""
     answers = result.answers
     if answers is None:
         return ""
@@ -122,36 +128,53 @@ def _answers_line(result: GradeResult) -> str:
         return f"[bold red]{message}[/bold red]" if message.startswith(answers.file) else \
             f"[bold red]{answers.file}[/bold red]: {message}"
     auto = [q for q in answers.questions if q.kind != "text"]
-    answered = sum(q.status != "unanswered" for q in answers.questions)
+    done = f"{answered(answers)} of {len(answers.questions)} questions answered"
+    unreadable = answers.count("invalid")
     if not answers.graded:
-        return (f"{answers.file}: read; {answered} of {len(answers.questions)} questions answered; "
-                f"{answers.not_graded_reason}")
+        return (f"{answers.file}: read; {done}" + (f", [bold red]{unreadable} not readable[/bold red]"
+                                                   if unreadable else "") + f"; {answers.not_graded_reason}")
     wrong = answers.count("wrong", "invalid")
     return (f"{answers.file}: {answers.score:g} / {answers.max_score:g} points, {answers.count('correct')} of "
             f"{len(auto)} automatic answers right" + (f", [bold red]{wrong} wrong or unreadable[/bold red]"
                                                      if wrong else "")
-            + f"; {answered} of {len(answers.questions)} questions answered")
+            + f"; {done}")
+
+
+def _print_answers(result: GradeResult, console: Console) -> None:
+    line = _answers_line(result)
+    if not line:
+        return
+    console.print(line)
+    problems = problem_lines(result.answers)
+    # An unread file's problem is the line above; what follows it is where its notes say it was found.
+    for problem in problems if result.answers.status == "read" else problems[1:]:
+        # As text: a list answer shows as [a, b], which is not markup.
+        console.print(Text(f"  {problem}", style="yellow"))
 
 
 def check_passed(result: GradeResult) -> bool:
     """Whether `check` found nothing to fix: every part checked passed on a
-    GPU, and answers.yaml (when checked) could be read."""
+    GPU, and answers.yaml (when checked) could be read, every answer in it too."""
     parts_ok = all(p.failed_stage is None for p in result.parts) and (bool(result.gpu) or not result.parts)
-    return parts_ok and (result.answers is None or result.answers.status == "read")
+    answers = result.answers
+    return parts_ok and (answers is None or (answers.status == "read" and not answers.count("invalid")))
 
 
-def print_check(result: GradeResult, console: Console = None) -> None:
+def print_check(result: GradeResult, console: Console = None, where: str = "") -> None:
+    """The check's table and what to fix first. `where`: the grading
+    service that ran it (`check --remote`), when it did not run here."""
     console = console or Console()
     if result.parts:
-        (_with_gpu if result.gpu else _without_gpu)(result, console)
+        if result.gpu:
+            _with_gpu(result, console, where)
+        else:
+            _without_gpu(result, console, where)
     for note in result.notes:
         if note != NO_DEVICE_NOTE:  # the table's title says so
             console.print(f"[yellow]{note}[/yellow]")
     if result.parts and not result.gpu:
-        console.print(WHERE_TO_RUN)
-    answers = _answers_line(result)
-    if answers:
-        console.print(answers)
+        console.print(NO_GPU_THERE if where else WHERE_TO_RUN)
+    _print_answers(result, console)
     for p in result.parts:
         # What to fix first; where nothing failed, advice a passing stage gave (printing slows every call).
         shown = [p.failed_stage] if p.failed_stage else [n for n in STAGES if p.stages[n].hints]

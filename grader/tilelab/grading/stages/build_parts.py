@@ -9,14 +9,16 @@ from typing import Callable, Optional
 from ..build import RecipeError, SubmissionBuild
 from ..build_cache import CHECK_CACHE_DIR, CHECK_POLICY, GRADE_POLICY, PART_CACHE_DIR, BuildCache
 from ..context import Grading, private_name
-from ..static_checks import check_source
+from ..static_checks import check_source, missing_summary
 
 
 def check_sources(g: Grading, states: list) -> None:
     """The static stage: each part file read and checked before anything is compiled."""
     for s in states:
         found = check_source(s.source, s.part)
-        s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=found.hints)
+        # A file that is missing here may have been handed in deeper or misnamed: say which file was expected.
+        hints = found.hints + (g.misplaced_hints(s.part.file) if found.summary == missing_summary(s.part.file) else [])
+        s.set("static", "passed" if found.ok else "failed", found.summary, found.details, hints=hints)
         if found.ok:
             s.kernels = found.kernels
             s.result.not_written = [str(t) for t in found.todos]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...grading.answer_key import AnswerKeyError, load_key
-from ...grading.answers import NO_KEY, AnswersResult, grade_answers
+from ...grading.answers import FORM_ONLY, NO_KEY, AnswersResult, grade_answers
 from ...grading.answers_file import ANSWERS_FILE
 from ...spec.assignment import Assignment
 from ...system.paths import answer_key_path
@@ -44,7 +44,11 @@ def grade_questions(g: Grading) -> Optional[AnswersResult]:
         return None
     g.progress("questions")
     with g.timed("questions"):
-        return questions_result(g.submission, g.assignment, opt.root, opt.answer_key)
+        result = questions_result(g.submission, g.assignment, opt.root, opt.answer_key,
+                                  FORM_ONLY if opt.mode == "check" else NO_KEY)
+    if result.status == "missing":
+        result.notes += g.misplaced_hints(ANSWERS_FILE)  # handed in deeper or misnamed
+    return result
 
 
 def _name_the_students_file(s: PartState, mode: str) -> None:
@@ -82,13 +86,13 @@ def _score(s: PartState) -> None:
 
 
 def questions_result(submission: Path, assignment: Assignment, root: Path,
-                     answer_key: Optional[Path] = None) -> AnswersResult:
+                     answer_key: Optional[Path] = None, without_key: str = NO_KEY) -> AnswersResult:
     """answers.yaml graded against the key; without a key (a student's copy)
     read and checked for form, scoring nothing."""
     key_path = answer_key_path(root, answer_key)
     answers_path = submission / ANSWERS_FILE
     if not key_path.is_file():
-        result = grade_answers(answers_path, assignment.questions, None, not_graded_reason=NO_KEY)
+        result = grade_answers(answers_path, assignment.questions, None, not_graded_reason=without_key)
         result.staff_note = f"no answer key at {key_path}"
         return result
     try:

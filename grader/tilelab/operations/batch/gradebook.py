@@ -1,8 +1,10 @@
 """Gradebook rows, the run's summary, OUT/gradebook.csv and the class leaderboards.
 
 - OUT/gradebook.csv is rewritten whole after every submission, so an
-  interruption loses nothing; its last column says when answers.yaml was
-  missing or unreadable.
+  interruption loses nothing. After the columns courses' spreadsheets
+  already read (their order is kept), a column per part gives its state
+  (outputs/causes.py PART_STATES): a score alone hides a part that did not
+  compile.
 - For a part scored against cuBLAS, OUT/leaderboard.csv and .html rank the
   class once every submission is graded; keep OUT/.leaderboard-key, the
   secret the aliases are drawn with, and later runs give the same aliases.
@@ -19,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ...grading.model import ESTIMATED_RULE
+from ...grading.model import ESTIMATED_RULE, PartResult, Stage
+from ...outputs.causes import part_state
 from ...outputs.gradescope import error_results
 from ...outputs.leaderboard import class_board, leaderboard_key, leaderboard_parts, result_from_dict, write_board
 from ...spec.assignment import Assignment
@@ -48,6 +51,7 @@ class Row:
     gpu: str = ""  # the GPU that graded it
     targets: str = ""  # the full-credit speed targets there, GFLOP/s per part ("naive 4235; tiled 7353")
     answers_problem: str = ""  # why answers.yaml was not read (missing, not valid YAML...), in a few words
+    states: dict = field(default_factory=dict)  # part id -> its state (causes.PART_STATES), for the parts graded
     detail: str = ""  # for the summary (a grader error's message); not in the CSV
     resumed: bool = False  # graded by an earlier run
     again: str = ""  # why an earlier run's grading was graded again (regrade_reason); not in the CSV
@@ -135,6 +139,7 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
             student, GRADED,
             total=float(detailed["score"]), max=float(detailed["max_score"]),
             parts={p["id"]: float(p["score"]) for p in detailed["parts"] if p["id"] in part_ids},
+            states={p["id"]: _state(p) for p in detailed["parts"] if p["id"] in part_ids},
             questions=float(answers["score"]) if isinstance(answers, dict) else None,
             seed=int(detailed["seed"]),
             seconds=float(marker.get("seconds", detailed.get("seconds", 0.0))),
@@ -144,6 +149,17 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
         )
     except (KeyError, TypeError, ValueError):
         return Row(student, "skipped: grade.json is unreadable")
+
+
+def _state(doc: dict) -> str:
+    """A part's state from its record in grade.json; "" where the record
+    lacks what part_state reads (a score alone still makes a row)."""
+    try:
+        stages = {name: Stage(name, st["status"], st.get("summary", "")) for name, st in doc["stages"].items()}
+        return part_state(PartResult(id=doc["id"], title=doc.get("title", ""), file=doc["file"], stages=stages,
+                                     not_written=list(doc.get("not_written") or [])))
+    except (AttributeError, KeyError, TypeError):
+        return ""
 
 
 def _targets_cell(calibration) -> str:
@@ -173,12 +189,13 @@ def write_gradebook(path: Path, rows: list, part_ids: list) -> None:
     text = io.StringIO()
     writer = csv.writer(text)
     writer.writerow(["student", "total", "max", *part_ids, "questions", "seed", "status", "seconds", "gpu",
-                     "full-credit targets (GFLOP/s)", "answers problem"])
+                     "full-credit targets (GFLOP/s)", "answers problem", *(f"{p} state" for p in part_ids)])
     for r in rows:
         writer.writerow([_student_cell(r.student), _cell(r.total), _cell(r.max),
                          *(_cell(r.parts.get(p)) for p in part_ids), _cell(r.questions),
                          "" if r.seed is None else r.seed, r.status,
-                         "" if r.seconds is None else f"{r.seconds:.1f}", r.gpu, r.targets, r.answers_problem])
+                         "" if r.seconds is None else f"{r.seconds:.1f}", r.gpu, r.targets, r.answers_problem,
+                         *(r.states.get(p, "") for p in part_ids)])
     write_atomically(path, text.getvalue())
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from ...outputs.causes import BUILT
 from .gradebook import GRADED, GRADER_ERROR, Row
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class _LiveProgress:
 
     def finished(self, worker: _Worker, row: Row) -> None:
         self._progress.advance(self._task)
-        if row.status != GRADED:
+        if row.status != GRADED or _parts_not_built(row):
             self._progress.console.print(f"{row.student}: {_describe(row)}")
 
     def idle(self, worker: _Worker) -> None:
@@ -89,9 +90,22 @@ class _LiveProgress:
         self._progress.console.print(text)
 
 
+def _parts_not_built(row: Row) -> str:
+    """'failed to build: tiled; missing: naive, boundary': the parts of a
+    graded hand-in that did not build, by state, in the assignment's order."""
+    by_state: dict = {}
+    for part, state in row.states.items():
+        if state != BUILT:
+            by_state.setdefault(state, []).append(part)
+    return "; ".join(f"{state}: {', '.join(parts)}" for state, parts in by_state.items())
+
+
 def _describe(row: Row) -> str:
     if row.status == GRADED:
         text = f"{row.total:g}/{row.max:g} in {row.seconds:.1f} s"
+        problems = _parts_not_built(row)
+        if problems:
+            text += f"; {problems}"
     elif row.status == GRADER_ERROR:
         text = f"grader error ({row.detail})" if row.detail else "grader error"
     else:
