@@ -48,7 +48,7 @@ TEST(CaseFile, FullCaseRoundTripsThroughJson) {
       "tolerance": {"sqrt_k_factor": 4}, "props": {"sharedMemPerBlock": "optin", "maxThreadsPerBlock": 256,
                                                          "maxThreadsDim": [16, 8, 64]},
       "timing": {"seed": 9, "repetitions": 3, "warmup_calls": 1, "warmup_ms": 5, "input_sets": 2, "samples": 8,
-                 "flush_l2": false}})");
+                 "flush_l2": false, "give_up_ms": 104.25}})");
   const CaseFile f = parse_case_file(doc, "/base");
   const CaseSpec& c = f.cases[0];
   EXPECT_TRUE(c.inputs.from_files);
@@ -62,9 +62,36 @@ TEST(CaseFile, FullCaseRoundTripsThroughJson) {
   ASSERT_TRUE(c.timing.has_value());
   EXPECT_EQ(c.timing->repetitions, 3);
   EXPECT_FALSE(c.timing->flush_l2);
+  EXPECT_DOUBLE_EQ(c.timing->give_up_ms, 104.25);
 
   const CaseFile again = parse_case_file(case_file_to_json(f), "/elsewhere");
   EXPECT_EQ(case_file_to_json(again), case_file_to_json(f));
+}
+
+// The grader's time budget of a timing case: none unless given, and then
+// written back as given; one call is waited for five budgets, at least two
+// seconds (core/timing.h).
+TEST(CaseFile, TimingBudgetIsOptionalAndBoundsTheWaitForOneCall) {
+  json doc = minimal();
+  doc["cases"][0]["timing"] = json::parse(R"({"seed": 9})");
+  const CaseFile plain = parse_case_file(doc, "/base");
+  EXPECT_EQ(plain.cases[0].timing->give_up_ms, 0.0);
+  EXPECT_EQ(plain.cases[0].timing->call_limit_ms(), 0.0);
+  EXPECT_FALSE(case_file_to_json(plain)["cases"][0]["timing"].contains("give_up_ms"));
+
+  doc["cases"][0]["timing"]["give_up_ms"] = 1000;
+  const CaseFile budget = parse_case_file(doc, "/base");
+  EXPECT_DOUBLE_EQ(budget.cases[0].timing->give_up_ms, 1000.0);
+  EXPECT_DOUBLE_EQ(budget.cases[0].timing->call_limit_ms(), kCallLimitFactor * 1000.0);
+  EXPECT_EQ(case_file_to_json(budget)["cases"][0]["timing"]["give_up_ms"], 1000.0);
+
+  doc["cases"][0]["timing"]["give_up_ms"] = 104.2;  // the naive part's budget on the H100
+  EXPECT_DOUBLE_EQ(parse_case_file(doc, "/base").cases[0].timing->call_limit_ms(), kMinCallLimitMs);
+
+  doc["cases"][0]["timing"]["give_up_ms"] = -1;
+  EXPECT_EQ(error_of(doc).rfind("cases[0].timing.give_up_ms: must be between 0 and ", 0), 0u) << error_of(doc);
+  doc["cases"][0]["timing"]["give_up_ms"] = "fast";
+  EXPECT_EQ(error_of(doc), "cases[0].timing.give_up_ms: must be a number");
 }
 
 TEST(CaseFile, ErrorsNameTheField) {

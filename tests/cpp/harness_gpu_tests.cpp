@@ -1,11 +1,12 @@
 // GPU tests of the harness itself: exit codes of broken launchers, what CUPTI
 // records for the dynamic part, timing agreement, the API recorder, file
-// inputs, guard regions.
+// inputs, guard regions, the time budget of a timing case.
 // Each test skips with "skipped: no CUDA device" when no GPU is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 
@@ -337,6 +338,107 @@ TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
   std::cout << "dynamic_smem 1024: host CPU " << raw.at("host_cpu_ms") << " ms on the correctness call, at most "
             << most << " ms on a timed call\n";
   EXPECT_LT(most, 2.0);
+}
+
+// A timing case with a time budget (core/timing.h) is timed only while
+// more calls could earn speed points. The budgets here are set from the
+// naive reference's own calls: ten times them is never reached and changes
+// nothing; half of them stops the timing at the median of the first three
+// timed calls, whose values are still checked.
+TEST(TimeBudget, StopsTimingOnlyOnceTheCallsAreOverIt) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  auto timed = [&](double give_up_ms, const std::string& name) {
+    CaseFile f;
+    f.part = "naive";
+    CaseSpec c = make_case("w2048", 2048, 2048, 2048, 5);
+    c.timing = TimingSpec{};
+    c.timing->seed = 81;
+    c.timing->give_up_ms = give_up_ms;
+    f.cases.push_back(c);
+    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    const json verdict = verify_run(run.cases, run.result.value_or(json()));
+    EXPECT_EQ(verdict.at("cases_passed"), 1) << verdict.dump(2);
+    return std::make_pair(run.result.value_or(json()), verdict);
+  };
+  const auto [free_result, free_verdict] = timed(0, "no-budget");
+  const json& free_timing = free_result.at("cases").at(0).at("timing");
+  EXPECT_FALSE(free_timing.at("stopped_slow").get<bool>());
+  EXPECT_FALSE(free_timing.contains("give_up_ms"));
+  const double call_ms = free_timing.at("median_wall_ms");
+  ASSERT_GT(call_ms, 0.0);
+
+  const auto [generous, generous_verdict] = timed(10 * call_ms, "generous");
+  const json& g = generous.at("cases").at(0).at("timing");
+  EXPECT_FALSE(g.at("stopped_slow").get<bool>()) << g.dump();
+  EXPECT_EQ(g.at("calls").size(), 10u);
+  EXPECT_FALSE(generous.contains("stopped_slow"));
+
+  const auto [tight, tight_verdict] = timed(call_ms / 2, "tight");
+  const json& t = tight.at("cases").at(0).at("timing");
+  std::cout << "naive 2048: " << call_ms << " ms a call; with a budget of " << call_ms / 2 << " ms timing stopped by "
+            << t.at("stop").dump() << "\n";
+  ASSERT_TRUE(t.at("stopped_slow").get<bool>()) << t.dump();
+  EXPECT_EQ(t.at("stop").at("rule"), "median");
+  EXPECT_EQ(t.at("calls").size(), 3u);
+  EXPECT_EQ(t.at("stop").at("calls"), 1 + t.at("warmup_calls").get<int>() + 3);
+  EXPECT_GT(t.at("stop").at("ms").get<double>(), call_ms / 2);
+  EXPECT_EQ(tight.at("stopped_slow"), "w2048");
+  const json& v = tight_verdict.at("cases").at(0);
+  EXPECT_TRUE(v.at("timing").at("stopped_slow").get<bool>());
+  EXPECT_EQ(v.at("timing").at("calls"), 3);
+  EXPECT_EQ(v.at("timing").at("failed_calls"), 0);
+}
+
+// A call still running at the budget's call limit is not waited for: the
+// trusted harness ends the launcher's process (its calls at 512 spend a
+// minute on the host), reports the case stopped as slow with no call timed,
+// runs no case after it, and the service goes on to the next run.
+TEST(TimeBudget, EndsALauncherProcessWhoseCallRunsPastTheLimit) {
+  TILELAB_REQUIRE_GPU();
+  HarnessService service;
+  for (const HarnessService* via : std::initializer_list<const HarnessService*>{nullptr, &service}) {
+    SCOPED_TRACE(via != nullptr ? "through the service" : "one-shot");
+    TempDir dir;
+    CaseFile f;
+    f.part = "naive";
+    f.cases.push_back(make_case("small", 17, 17, 17, 1));
+    for (const char* name : {"timed", "after"}) {
+      CaseSpec c = make_case(name, 512, 512, 512, 2);
+      c.timing = TimingSpec{};
+      c.timing->seed = 3;
+      c.timing->give_up_ms = 1.0;  // a call limit of kMinCallLimitMs
+      f.cases.push_back(c);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const HarnessRun run = run_harness(probe("slow_call"), f, dir.path(), 50, true, via);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "slow_call: the run ended after " << seconds << " s\n";
+    ASSERT_FALSE(run.process.timed_out) << "the harness waited for the call";
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    EXPECT_LT(seconds, 20.0);
+    ASSERT_TRUE(run.result.has_value()) << run.process.err;
+    const json& r = *run.result;
+    EXPECT_EQ(r.at("state"), "finished");
+    EXPECT_EQ(r.at("stopped_slow"), "timed");
+    ASSERT_EQ(r.at("cases").size(), 2u) << r.dump(2);
+    const json& timing = r.at("cases").at(1).at("timing");
+    EXPECT_TRUE(timing.at("stopped_slow").get<bool>());
+    EXPECT_EQ(timing.at("stop").at("rule"), "call_limit");
+    EXPECT_EQ(timing.at("stop").at("calls"), 1);
+    EXPECT_GE(timing.at("stop").at("ms").get<double>(), kMinCallLimitMs);
+    EXPECT_TRUE(timing.at("calls").empty());
+    const json verdict = verify_run(run.cases, r);
+    EXPECT_TRUE(verdict.at("cases").at(0).at("passed").get<bool>());
+    EXPECT_TRUE(verdict.at("cases").at(1).at("passed").get<bool>()) << verdict.dump(2);  // a stop is no wrong value
+    EXPECT_EQ(verdict.at("cases").at(2).at("not_timed_after"), "timed");
+  }
+  TempDir dir;
+  const HarnessRun next = run_harness(reference("naive"), two_cases("naive"), dir.path(), 300, true, &service);
+  ASSERT_EQ(next.process.exit_code, 0) << next.process.err;
+  EXPECT_EQ(verify_run(next.cases, *next.result).at("cases_passed"), 2);
+  EXPECT_EQ(service.stop(), 0);
 }
 
 }  // namespace

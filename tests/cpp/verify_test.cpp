@@ -158,5 +158,68 @@ TEST_F(Verify, TimedCallsAreCheckedThroughTheirSamples) {
   EXPECT_DOUBLE_EQ(v.at("timing").at("gflops").get<double>(), 2.0 * 6 * 40 * 5 / 0.5e6);
 }
 
+// A timing case the harness stopped as too slow to earn speed points
+// (core/timing.h): the calls it made are checked as any others, the stop
+// itself fails nothing, and the cases after it were not run on purpose.
+TEST_F(Verify, AStoppedTimingIsJudgedByItsCallsAndTheCasesAfterItAreNotTimed) {
+  file_.cases.clear();
+  for (const char* name : {"slow", "later"}) {
+    CaseSpec t = make_case(name, 6, 40, 5, 1);
+    t.timing = TimingSpec{};
+    t.timing->seed = 99;
+    t.timing->samples = 8;
+    t.timing->give_up_ms = 2.5;
+    file_.cases.push_back(t);
+  }
+  auto call = [](int index, bool right) {
+    const uint64_t seed = derive_seed(99, index);
+    std::vector<uint32_t> bits;
+    for (int s = 0; s < 8; ++s) {
+      const Position pos = sample_position(seed, s, 6, 5);
+      const double v = generated_reference_element(seed, Distribution::kUniform, 40, 5, pos.row, pos.col).value;
+      bits.push_back(float_bits(static_cast<float>(right ? v : v + 1.0)));
+    }
+    return json{{"call", index}, {"seed", seed}, {"unwritten", 0}, {"kernels", 1}, {"sample_bits", bits}};
+  };
+  auto stopped = [&](json calls) {
+    return json{{"name", "slow"},
+                {"status", "ok"},
+                {"timing",
+                 {{"calls", calls},
+                  {"median_event_ms", 30.0},
+                  {"median_wall_ms", 31.0},
+                  {"median_cupti_span_ms", 30.0},
+                  {"give_up_ms", 2.5},
+                  {"stopped_slow", true},
+                  {"stop", {{"rule", "median"}, {"ms", 31.0}, {"calls", 6}, {"call_limit_ms", 2000.0}}}}}};
+  };
+  const json run = {{"state", "finished"},
+                    {"current_case", nullptr},
+                    {"stopped_slow", "slow"},
+                    {"cases", {stopped({call(2, true), call(3, true), call(4, true)})}}};
+  const json v = verify_run(file_, run);
+  const json& slow = v.at("cases").at(0);
+  EXPECT_TRUE(slow.at("passed").get<bool>()) << slow.dump(2);
+  EXPECT_TRUE(slow.at("timing").at("stopped_slow").get<bool>());
+  EXPECT_EQ(slow.at("timing").at("stop").at("rule"), "median");
+  EXPECT_EQ(slow.at("timing").at("give_up_ms"), 2.5);
+  const json& later = v.at("cases").at(1);
+  EXPECT_FALSE(later.at("ran").get<bool>());
+  EXPECT_FALSE(later.at("passed").get<bool>());
+  EXPECT_EQ(later.at("not_timed_after"), "slow");
+  EXPECT_EQ(later.at("reasons").at(0),
+            "not timed: timing stopped at slow, whose calls were too slow to earn speed points");
+
+  // A wrong answer among the calls made still fails the case.
+  const json wrong = verify_case(file_, file_.cases[0], stopped({call(2, true), call(3, false), call(4, true)}));
+  EXPECT_FALSE(wrong.at("passed").get<bool>());
+  EXPECT_EQ(wrong.at("timing").at("failed_calls"), 1);
+
+  // A run that names no stopped case leaves a missing case "not run", as before.
+  json unstopped = run;
+  unstopped.erase("stopped_slow");
+  EXPECT_FALSE(verify_run(file_, unstopped).at("cases").at(1).contains("not_timed_after"));
+}
+
 }  // namespace
 }  // namespace tilelab::test

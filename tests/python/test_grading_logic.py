@@ -322,6 +322,18 @@ def test_cuda_in_use_before_the_harness_started_fails_the_part():
     assert found.status == "failed" and "ran before main() (a global constructor" in found.summary
 
 
+def test_processes_the_launcher_left_behind_fail_the_part():
+    """tilelab-contain's count of what a correctness run left running (a daemon), with its CPU time."""
+    clean = {"cases": [case("w17", [kernel("k()")])], "processes_left": 0, "processes_left_cpu_ms": 0.0}
+    assert check_launches(clean, "naive.cu", {"k"}, "any").status == "passed"
+    left = {**clean, "processes_left": 2, "processes_left_cpu_ms": 412.3}
+    found = check_launches(left, "naive.cu", {"k"}, "any")
+    assert found.status == "failed" and found.work_elsewhere
+    assert "started 2 processes that it never waited for (a daemon, say), which used 412 ms of CPU time" in (
+        found.summary + found.details)
+    assert check_launches({**clean, "processes_left": "many"}, "naive.cu", {"k"}, "any").status == "passed"
+
+
 def test_launch_checks_survive_garbage_from_the_harness():
     garbage = {"cases": [case("c", [{"name": 5, "static_shared_bytes": "lots"}], memory=["x"])], "extra": None}
     assert check_launches(garbage, "tiled.cu", {"k"}, "required").status == "failed"
@@ -410,6 +422,15 @@ def test_judge_with_a_gpu():
     assert judge(failing_boundary(), Expectation("boundary", "fail", ["correctness"]), gpu=True)[0]
     ok, why = judge(failing_boundary(), Expectation("boundary", "fail", ["racecheck"]), gpu=True)
     assert not ok and "racecheck should fail" in why
+
+
+def test_judge_of_a_slow_part_looks_for_its_reason_in_the_speed_stage():
+    part = passing_tiled()
+    part.speed_score = 0.0
+    part.stages["speed"].summary = "timing stopped after 1 call at 4096x4096x4096: ...; 0% of the speed points"
+    assert judge(part, Expectation("tiled", "slow", reason="Timing stopped"), gpu=True) == (True, "")
+    ok, why = judge(part, Expectation("tiled", "slow", reason="throttled"), gpu=True)
+    assert not ok and "does not mention 'throttled'" in why
 
 
 def test_judge_without_a_gpu_never_accepts_a_passed_gpu_stage():

@@ -20,7 +20,8 @@
 //         "props": {"sharedMemPerBlock": 2048, "maxThreadsPerBlock": 256,   // optional
 //                   "maxThreadsDim": [16, 16, 64]},
 //         "timing": {"seed": 99, "repetitions": 10, "warmup_calls": 2, "warmup_ms": 100,
-//                    "input_sets": 3, "samples": 64, "flush_l2": true},  // optional
+//                    "input_sets": 3, "samples": 64, "flush_l2": true,   // optional
+//                    "give_up_ms": 104.2},            // optional: the budget of one call (timing.h)
 //         "profile": {"metrics": ["dram__bytes_read.sum", ...]} }  // optional: counters of one
 //                                                                     // more call, after the rest
 //     ]
@@ -77,7 +78,20 @@ struct TimingSpec {
   int input_sets = 3;        // input buffers rotated between calls
   int samples = 64;          // output elements read back after each timed call
   bool flush_l2 = true;
+  // The grader's budget for one call, in ms; 0: none. A call slower than it
+  // earns no speed points whatever more calls would show, so timing stops
+  // once the calls are over it, and one call is waited for only so long (timing.h).
+  double give_up_ms = 0;
+  // How long one call at this case's size is waited for; 0 without a budget.
+  double call_limit_ms() const;
 };
+
+// One call is waited for this many budgets, and never less than
+// kMinCallLimitMs: a call that could earn points takes half a budget or
+// less, and the floor leaves room for what a first call may do once
+// (loading the part's module, its own setup).
+inline constexpr double kCallLimitFactor = 5.0;
+inline constexpr double kMinCallLimitMs = 2000.0;
 
 struct CaseSpec {
   std::string name;

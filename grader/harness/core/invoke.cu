@@ -137,7 +137,7 @@ std::vector<WindowRecord> take_window_records(const std::vector<uint64_t>& windo
   return out;
 }
 
-Invocation InProcessLauncher::invoke(const LaunchArgs& args, bool take_records) {
+Invocation InProcessLauncher::invoke(const LaunchArgs& args, bool take_records, double /*limit_ms*/) {
   if (take_records) prepare_call();
   return invoke_launcher(binding_, args, {}, take_records);
 }

@@ -33,6 +33,10 @@ struct Invocation {
   // how, as the exit code it would have given, and in words.
   ExitCode ended = ExitCode::kOk;
   std::string ended_message;
+  // The call was still running at the limit it was given, and the launcher's
+  // process was ended with it (LauncherProcess only; `ended` says so too):
+  // only wall_ms, the time waited, is known of it.
+  bool abandoned = false;
 };
 
 // Makes the CUDA events that bracket every call of this process, if not yet

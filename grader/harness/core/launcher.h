@@ -48,7 +48,10 @@ class Launcher {
   // CUPTI until take_records(): taking them means flushing CUPTI, and with
   // a flush before every timed call the H100 timed each about 0.6 ms
   // slower. Its API calls and CPU time come back at once either way.
-  virtual Invocation invoke(const LaunchArgs& args, bool take_records = true) = 0;
+  // `limit_ms` > 0 bounds the wait for the call where the launcher runs in a
+  // process of its own: past it, that process is ended and the Invocation
+  // says `abandoned`. In-process there is nothing to end, and it is ignored.
+  virtual Invocation invoke(const LaunchArgs& args, bool take_records = true, double limit_ms = 0) = 0;
   // The kernels and copies of the calls with these windows (Invocation::window).
   virtual std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) = 0;
   // The hardware counters `metrics` of calls on `args`, made untimed
@@ -88,7 +91,7 @@ class InProcessLauncher : public Launcher {
   bool cuda_in_use_at_start() const override { return context_before_; }
   void share(const void*, size_t) override {}
   void unshare(const void*) override {}
-  Invocation invoke(const LaunchArgs& args, bool take_records = true) override;
+  Invocation invoke(const LaunchArgs& args, bool take_records = true, double limit_ms = 0) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
   nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
   bool trusted_clock() const override { return false; }

@@ -279,17 +279,27 @@ void LauncherProcess::unshare(const void* base) {
   }
 }
 
-bool LauncherProcess::wait_done(uint64_t seq) {
+LauncherProcess::Wait LauncherProcess::wait_done(uint64_t seq, double limit_ms) {
   const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t spins = 1;; ++spins) {
-    if (control_->done.load(std::memory_order_acquire) == seq) return true;
+    if (control_->done.load(std::memory_order_acquire) == seq) return Wait::kDone;
     if ((spins & 0xFFFF) != 0) continue;
     int status = -1;
-    if (watch_->ended(&status)) return false;
-    if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() > kSpinMs) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+    if (watch_->ended(&status)) return Wait::kEnded;
+    const double waited = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (limit_ms > 0 && waited > limit_ms) return Wait::kOverLimit;
+    if (waited > kSpinMs) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+void LauncherProcess::end_over_limit(double waited_ms) {
+  // The call may be minutes of host arithmetic, or a kernel that takes as
+  // long: ending the process ends both, and gives the GPU back at once.
+  watch_->stop();
+  running_ = false;
+  ended_ = ExitCode::kCrash;
+  ended_message_ = "the launcher's process was ended: a call was still running after " +
+                   std::to_string(static_cast<long long>(waited_ms)) + " ms";
 }
 
 std::vector<WindowRecord> LauncherProcess::take_records(const std::vector<uint64_t>& windows) {
@@ -307,7 +317,7 @@ std::vector<WindowRecord> LauncherProcess::take_records(const std::vector<uint64
   return out;
 }
 
-Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records) {
+Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records, double limit_ms) {
   Invocation call;
   if (ended_ != ExitCode::kOk) {
     call.ended = ended_;
@@ -330,14 +340,17 @@ Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   control_->go.store(seq, std::memory_order_release);
-  const bool done = wait_done(seq);
+  const Wait waited = wait_done(seq, limit_ms);
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (done) {
+  if (waited == Wait::kDone) {
     try {
       call = invocation_from_wire(receive_message(from_child_));
     } catch (const std::exception& e) {
       note_end(e.what());
     }
+  } else if (waited == Wait::kOverLimit) {
+    end_over_limit(wall_ms);
+    call.abandoned = true;
   } else {
     note_end("the call was running");
   }

@@ -90,7 +90,7 @@ class LauncherProcess : public Launcher {
   bool cuda_in_use_at_start() const override { return context_before_; }
   void share(const void* base, size_t bytes) override;
   void unshare(const void* base) override;
-  Invocation invoke(const LaunchArgs& args, bool take_records = true) override;
+  Invocation invoke(const LaunchArgs& args, bool take_records = true, double limit_ms = 0) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
   nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
   bool trusted_clock() const override { return true; }
@@ -104,8 +104,10 @@ class LauncherProcess : public Launcher {
   nlohmann::json receive();
   nlohmann::json where(const void* pointer) const;  // [id, offset] of a shared allocation
   nlohmann::json call_request(const char* op, const LaunchArgs& args) const;  // the call's buffers, sizes and props
-  bool wait_done(uint64_t seq);                     // false if the process ended first
-  void note_end(const std::string& why);            // reaps the process, keeps how it ended
+  enum class Wait { kDone, kEnded, kOverLimit };
+  Wait wait_done(uint64_t seq, double limit_ms);  // limit_ms 0: as long as the process runs
+  void note_end(const std::string& why);          // reaps the process, keeps how it ended
+  void end_over_limit(double waited_ms);          // ends the process in the middle of a call
 
   std::unique_ptr<ProcessWatch> watch_;
   bool running_ = false;  // started, and not yet seen to end

@@ -41,7 +41,57 @@ struct TimedCall {
   std::vector<uint32_t> sample_bits;
 };
 
+// Why timing stopped early, in the result's "stop" object.
+struct SlowStop {
+  const char* rule;  // "median", "one_call" or "call_limit"
+  double ms;         // the median, the one call, or how long the call was waited for
+};
+
+// The stop the budget calls for after a call that took `last_ms`, the timed
+// calls so far having taken `timed_wall_ms` (the last one among them, if it was timed).
+std::optional<SlowStop> over_budget(const TimingSpec& t, const std::vector<double>& timed_wall_ms, double last_ms) {
+  if (t.give_up_ms <= 0) return std::nullopt;
+  if (last_ms > kFarOverFactor * t.give_up_ms) return SlowStop{"one_call", last_ms};
+  if (static_cast<int>(timed_wall_ms.size()) >= kJudgedCalls) {
+    const double m = median(timed_wall_ms);
+    if (m > t.give_up_ms) return SlowStop{"median", m};
+  }
+  return std::nullopt;
+}
+
+// The "give_up_ms", "stopped_slow" and "stop" fields of a timing result.
+// `calls`: every call at the case's size, its first call included.
+void add_stop(json& result, const TimingSpec& t, const std::optional<SlowStop>& stop, int calls) {
+  if (t.give_up_ms > 0) result["give_up_ms"] = t.give_up_ms;
+  result["stopped_slow"] = stop.has_value();
+  if (stop) {
+    result["stop"] = {{"rule", stop->rule}, {"ms", stop->ms}, {"calls", calls}, {"call_limit_ms", t.call_limit_ms()}};
+  }
+}
+
 }  // namespace
+
+TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher& launcher, double waited_ms) {
+  const TimingSpec& t = *spec.timing;
+  TimingOutcome out;
+  out.stopped_slow = true;
+  out.result = {{"seed", t.seed},
+                {"warmup_calls", 0},
+                {"repetitions", 0},
+                {"input_sets", t.input_sets},
+                {"flush_bytes", 0},
+                {"samples", t.samples},
+                {"median_event_ms", 0.0},
+                {"median_wall_ms", 0.0},
+                {"median_cupti_span_ms", 0.0},
+                {"calls", json::array()},
+                {"api_calls", json::object()},
+                {"api_calls_outside_call", json::object()},
+                {"clock", launcher.trusted_clock() ? "trusted" : "in_process"},
+                {"clocks", clocks_unavailable("no call was timed")}};
+  add_stop(out.result, t, SlowStop{"call_limit", waited_ms}, 1);
+  return out;
+}
 
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given) {
   const TimingSpec& t = *spec.timing;
@@ -76,6 +126,10 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
   std::optional<ClockReading> clocks_before, clocks_after;
   ApiCounts api_calls, api_outside;  // over every call, warm-ups too
   int warmups = 0;
+  std::vector<double> timed_wall_ms;
+  std::optional<SlowStop> stop;
+  bool abandoned = false;  // the last call was ended unfinished
+  const double limit_ms = t.call_limit_ms();
   const auto warmup_begin = std::chrono::steady_clock::now();
   for (int call = 0;; ++call) {
     const bool warming =
@@ -101,8 +155,13 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                           spec.l,          &given};
     if (!warming && timed.empty() && clocks.available()) clocks_before = clocks.read();
     // Records are taken once, after the last call: a flush between timed calls slows the next one.
-    const Invocation inv = launcher.invoke(args, false);
+    const Invocation inv = launcher.invoke(args, false, limit_ms);
     if (!warming && static_cast<int>(timed.size()) + 1 == t.repetitions && clocks_before) clocks_after = clocks.read();
+    if (inv.abandoned) {  // the launcher's process is gone with the call: nothing of it came back
+      stop = SlowStop{"call_limit", inv.wall_ms};
+      abandoned = true;
+      break;
+    }
     for (const auto& [name, n] : inv.account.calls) api_calls[name] += n;
     for (const auto& [name, n] : inv.api_outside) api_outside[name] += n;
     const ExitCode code = invocation_status(inv, &out.message);
@@ -113,6 +172,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     }
     if (warming) {
       ++warmups;
+      // Warm-up calls are held to the one-call rule only: the clocks may still be coming up.
+      if ((stop = over_budget(t, {}, inv.wall_ms))) break;
       continue;
     }
     TimedCall tc;
@@ -130,6 +191,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     TILELAB_CUDA_CHECK(cudaMemcpy(tc.sample_bits.data(), samples.get(), samples.bytes(), cudaMemcpyDeviceToHost));
     tc.unwritten = count_equal(p_words, p_count, file.poison_bits);
     timed.push_back(std::move(tc));
+    timed_wall_ms.push_back(inv.wall_ms);
+    if ((stop = over_budget(t, timed_wall_ms, inv.wall_ms))) break;
   }
 
   if (clocks_before && !clocks_after) clocks_after = clocks.read();  // the timed calls ended early
@@ -183,6 +246,10 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                 {"api_calls", api_calls},
                 {"api_calls_outside_call", api_outside},
                 {"clock", launcher.trusted_clock() ? "trusted" : "in_process"}};
+  // The case's first call, the warm-ups, the timed calls and the one ended unfinished, if any.
+  const int calls_made = 1 + warmups + static_cast<int>(timed.size()) + (abandoned ? 1 : 0);
+  add_stop(out.result, t, stop, calls_made);
+  out.stopped_slow = stop.has_value();
   if (!clocks.available()) {
     out.result["clocks"] = clocks_unavailable(clocks.message());
   } else if (!clocks_before) {

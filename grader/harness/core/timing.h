@@ -9,6 +9,24 @@
 // of elements left unwritten, so the verifier can check every timed call.
 // Event time, host wall time and the CUPTI kernel time are all reported, with
 // each call's host CPU time and the API calls of every call (api_recorder.h).
+//
+// A case with a budget (TimingSpec::give_up_ms, written by the grader from
+// the time at which a call earns no speed points) is timed only while more
+// calls could change its score: timing stops, and the result says
+// "stopped_slow", as soon as
+//   - from the kJudgedCalls-th timed call on, the median wall time of the
+//     timed calls so far is over the budget ("median"), or
+//   - any call after the case's first is over kFarOverFactor x the budget
+//     ("one_call": no clock still ramping up explains that), or
+//   - a call is still running after TimingSpec::call_limit_ms()
+//     ("call_limit"): where the launcher runs in a process of its own, that
+//     process is ended rather than waited for (a product computed on the
+//     host takes minutes). In-process, nothing can end the call.
+// The case's first call (harness.cu) is held to the call limit too. The
+// calls made are reported as always, with "stop": {"rule", "ms" (the median,
+// the one call, or the time waited), "calls" (every call at the case's size,
+// its first and the one ended included), "call_limit_ms"}; the cases after a
+// stopped one are not run.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,13 +38,24 @@
 
 namespace tilelab {
 
+// A kernel that could earn points runs at half the budget or faster: one
+// slow timed call is noise, the median of three is not...
+inline constexpr int kJudgedCalls = 3;
+// ...and a single call this many budgets long is no noise at all.
+inline constexpr double kFarOverFactor = 4.0;
+
 struct TimingOutcome {
   nlohmann::json result;
   ExitCode code = ExitCode::kOk;  // a failure during a timed call ends the case
   std::string message;
+  bool stopped_slow = false;  // timing stopped as too slow to earn speed points
 };
 
 class Launcher;
+// Runs after the case's first call (harness.cu), which counts among the calls a stop reports.
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given);
+// The timing result of a case whose first call ran past its call limit and
+// was ended after `waited_ms`: no call was timed.
+TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher& launcher, double waited_ms);
 
 }  // namespace tilelab

@@ -79,6 +79,10 @@ json verify_timing(const CaseFile& file, const CaseSpec& spec, const json& timin
     reasons.push_back("timed calls wrote outside P");
     out["guard"] = timing["guard"];
   }
+  // A stop is no verdict on the values: the calls that were made are checked above like any others.
+  if (timing.contains("give_up_ms")) out["give_up_ms"] = timing.at("give_up_ms").get<double>();
+  out["stopped_slow"] = timing.value("stopped_slow", false);
+  if (out["stopped_slow"].get<bool>()) out["stop"] = timing.at("stop");
   return out;
 }
 
@@ -145,12 +149,17 @@ json verify_run(const CaseFile& file, const json& harness) {
   const json& ran = harness.is_object() && harness.contains("cases") ? harness["cases"] : no_cases;
   const std::string state = harness.is_object() ? harness.value("state", "missing") : "missing";
   const json current = harness.is_object() ? harness.value("current_case", json()) : json();
+  // The case whose timing stopped as too slow, once it has been seen: the
+  // harness runs none after it (timing.h).
+  const json stopped = harness.is_object() ? harness.value("stopped_slow", json()) : json();
+  const json* stopped_at = nullptr;
   for (const CaseSpec& spec : file.cases) {
     const json* found = nullptr;
     for (const json& c : ran) {
       if (c.is_object() && c.contains("name") && c["name"] == spec.name) found = &c;
     }
     if (found != nullptr) {
+      if (stopped.is_string() && stopped == spec.name) stopped_at = &stopped;
       try {
         cases.push_back(verify_case(file, spec, *found));
       } catch (const json::exception& e) {
@@ -158,6 +167,14 @@ json verify_run(const CaseFile& file, const json& harness) {
         cases.push_back(
             failed_case(spec, true, std::string("the harness result for this case is malformed: ") + e.what()));
       }
+      continue;
+    }
+    if (stopped_at != nullptr) {
+      json verdict = failed_case(spec, false,
+                                 "not timed: timing stopped at " + stopped_at->get<std::string>() +
+                                     ", whose calls were too slow to earn speed points");
+      verdict["not_timed_after"] = *stopped_at;
+      cases.push_back(std::move(verdict));
       continue;
     }
     const bool was_running = current.is_string() && current.get<std::string>() == spec.name;

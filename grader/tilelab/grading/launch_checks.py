@@ -253,6 +253,14 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
     printing: Optional[HostTime] = None  # the call whose printing cost the most host time
     began = harness_result.get("first_cases")
     first_cases = set(n for n in began if isinstance(n, str)) if isinstance(began, list) else set()
+    left = harness_result.get("processes_left")
+    if isinstance(left, int) and not isinstance(left, bool) and left > 0:
+        cpu = harness_result.get("processes_left_cpu_ms")
+        spent = f", which used {cpu:.0f} ms of CPU time" if isinstance(cpu, (int, float)) and cpu >= 1 else ""
+        problems.append(("(run)", f"the launcher started {left} process{'es' if left != 1 else ''} that it never "
+                                  f"waited for (a daemon, say){spent}; they were ended with the run"))
+        elsewhere = True
+        hints.append("A launcher starts no process: it launches its kernels and returns.")
     if harness_result.get("cuda_in_use_at_start") is True:
         problems.append(("(start)", "CUDA was already in use when the harness started: code in "
                                     f"{part_file} ran before main() (a global constructor or static "
@@ -262,16 +270,9 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
     for case in recorded:
         name = case.get("name", "?")
         launches = [k for k in case["launches"] if isinstance(k, dict)]
-        operations = case.get("memory_operations")
-        copies = [m for m in operations if isinstance(m, dict) and m.get("kind") in HOST_COPY_KINDS] \
-            if isinstance(operations, list) else []
-        if copies:
-            total = sum(_n(m.get("bytes")) for m in copies)
-            kinds = ", ".join(sorted({str(m.get("kind")) for m in copies}))
-            calls = sorted({api_name(m["api"]) for m in copies if isinstance(m.get("api"), str) and m["api"]})
-            by = f" with {', '.join(calls)}" if calls else ""
-            problems.append((name, f"the launcher copied {total} bytes between host and device ({kinds}){by}: "
-                                   "computing on the host is not allowed"))
+        copied = _host_copies(case)
+        if copied:
+            problems.append((name, copied))
             elsewhere = True
             hints.append(HOST_WORK_HINT)
         for message in _refused_in(case, "the launcher"):
@@ -331,6 +332,43 @@ def check_launches(harness_result: dict, part_file: str, kernels_defined: set, p
         lines.append(f"... and {len(problems) - 12} more")
     return LaunchCheck("failed", f"{first} (case {first_case})", "\n".join(lines), list(dict.fromkeys(hints)),
                        elsewhere)
+
+
+def _host_copies(case: dict) -> Optional[str]:
+    """The copies between host and device a case's call made, in words; None when it made none."""
+    operations = case.get("memory_operations")
+    copies = [m for m in operations if isinstance(m, dict) and m.get("kind") in HOST_COPY_KINDS] \
+        if isinstance(operations, list) else []
+    if not copies:
+        return None
+    total = sum(_n(m.get("bytes")) for m in copies)
+    kinds = ", ".join(sorted({str(m.get("kind")) for m in copies}))
+    calls = sorted({api_name(m["api"]) for m in copies if isinstance(m.get("api"), str) and m["api"]})
+    by = f" with {', '.join(calls)}" if calls else ""
+    return (f"the launcher copied {total} bytes between host and device ({kinds}){by}: computing on the host is "
+            "not allowed")
+
+
+def check_first_timed_calls(cases) -> list:
+    """Host work in the first call at each timing size: the untimed call the
+    timed ones follow, recorded as a correctness case is (the harness's
+    `cases` of a timing run). Host copies and refused calls count in every
+    such call, host CPU time in all but the run's first (where one-time host
+    work goes, as in check_launches). A call the harness ended unfinished
+    (its time budget, grader/harness/core/timing.h) left no records."""
+    listed = [c for c in cases if isinstance(c, dict)] if isinstance(cases, list) else []
+    problems = []
+    for i, case in enumerate(listed):
+        found = [m for m in [_host_copies(case)] if m] + _refused_in(case, "the launcher")
+        launches = case.get("launches")
+        if i > 0 and case.get("launches_recorded") is True and isinstance(launches, list):
+            gpu_ms = sum(_ms(k.get("duration_ms")) for k in launches if isinstance(k, dict))
+            t = host_time(case.get("host_cpu_ms"), gpu_ms, case.get("printed_bytes"), case.get("print_calls"))
+            if t.excess:
+                found.append(excess_words(t))
+        size = f"{_n(case.get('j'))}x{_n(case.get('k'))}x{_n(case.get('l'))}"
+        problems += [f"the first call at {size}: {message}" for message in found]
+    return problems
 
 
 def _n(value) -> int:

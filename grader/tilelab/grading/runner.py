@@ -44,8 +44,11 @@ class HarnessRun(process.Completed):
     result: Optional[dict] = None  # the harness's result JSON, if it wrote a readable one
 
 
-def case_entry(name: str, case: Case, part: Part, seed: int, workdir: Path, timing: Optional[dict]) -> dict:
-    """One case of a case file (schema: grader/harness/core/case_file.h)."""
+def case_entry(name: str, case: Case, part: Part, seed: int, workdir: Path, timing: Optional[dict],
+               give_up_ms: Optional[float] = None) -> dict:
+    """One case of a case file (schema: grader/harness/core/case_file.h); a
+    timing case with `give_up_ms` is timed only while its calls could earn
+    speed points (scoring.give_up_ms)."""
     entry = {
         "name": name,
         "j": case.j,
@@ -60,6 +63,8 @@ def case_entry(name: str, case: Case, part: Part, seed: int, workdir: Path, timi
         entry["output"] = str(workdir / f"{name}.P.f32")
     else:
         entry["timing"] = dict(timing, seed=seed ^ 0x5EED)
+        if give_up_ms:
+            entry["timing"]["give_up_ms"] = round(give_up_ms, 3)
     return entry
 
 
@@ -77,14 +82,19 @@ def write_cases(
     record_launches: bool = True,
     harness_id: Optional[str] = None,
     profile: bool = False,
+    give_up_ms: Optional[dict] = None,
 ) -> Path:
     """Writes a case file for `entries`, a list of (name in the file, Case).
     The harness refuses a case file for another part than its own; one that
     runs the part's cases under another name (the cuBLAS baseline) is named
     by `harness_id`. With `profile`, the last case also reads the hardware
-    counters of one more call (traffic.py), after everything else it does."""
+    counters of one more call (traffic.py), after everything else it does.
+    `give_up_ms`: the time budget of a timing case's call, by its name in
+    the file (none for a case it does not name)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing) for i, (name, case) in enumerate(entries)]
+    budgets = give_up_ms or {}
+    cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing, budgets.get(name))
+             for i, (name, case) in enumerate(entries)]
     if profile and cases:
         cases[-1]["profile"] = traffic.profile_entry()
     doc = {"version": 1, "part": harness_id or part.id, "result": str(workdir / "result.json"),

@@ -4,7 +4,8 @@ Correctness points are shared equally by the cases graded (case_points); a
 part that fails its launch checks, a sanitizer or its timed calls loses them
 all. Only a part that passed everything earns speed points: its median timed
 call (scored_time) against its reference, or cuBLAS, timed the same way on
-the same GPU (speed_target). The roofline bound is shown beside it, never scored.
+the same GPU (speed_target). The roofline bound is shown beside it, never
+scored. Timing stops at a budget of twice the time that earns nothing (give_up_ms).
 """
 
 from __future__ import annotations
@@ -145,3 +146,20 @@ def scored_time(timing: dict) -> TimeChoice:
 
 def gflops(flop: float, ms: float) -> float:
     return flop / (ms * 1e6) if ms > 0 else 0.0
+
+
+# A timing case's time budget, in calls at its zero line: timing stops once
+# the calls are over it (grader/harness/core/timing.h), so a part far slower
+# than its reference gives the GPU back early. Twice the zero line leaves
+# room for any noise: a call that could earn points takes half the budget.
+GIVE_UP_FACTOR = 2.0
+
+
+def zero_line_ms(flop: float, zero_gflops: float) -> float:
+    """The time of one call at or above which it earns no speed points."""
+    return flop / (zero_gflops * 1e6)
+
+
+def give_up_ms(flop: float, zero_gflops: float) -> float:
+    """The budget of one call of `flop` against a target whose zero line is `zero_gflops`."""
+    return GIVE_UP_FACTOR * zero_line_ms(flop, zero_gflops)

@@ -236,6 +236,9 @@ def judge(part: PartResult, exp: Expectation, gpu: bool) -> tuple:
         if part.correctness_score < part.correctness_max - 1e-9 or part.speed_score >= part.speed_max:
             return False, f"expected full correctness and partial speed, got {part.correctness_score:g} and " \
                           f"{part.speed_score:g}/{part.speed_max:g}"
+        speed = st["speed"]
+        if exp.reason and exp.reason.lower() not in " ".join([speed.summary, speed.details, *speed.hints]).lower():
+            return False, f"the speed stage does not mention {exp.reason!r}: {speed.summary}"
     else:
         why = _failing_as_expected(part, exp.failing, exp.reason)
         if why:

@@ -1,19 +1,35 @@
-"""The speed stage: a part's timing cases, timed by the trusted harness with the GPU to itself."""
+"""The speed stage: a part's timing cases, timed by the trusted harness with the GPU to itself.
+
+Each timing case has a time budget: twice the time of a call that earns no
+speed points (scoring.give_up_ms). The harness stops timing a case once its
+calls are over it, and ends a call still running far past it
+(grader/harness/core/timing.h), so a part far slower than its reference
+gives the GPU back within seconds. Such a part is scored by the speed rule on
+the calls it made, which earn no points, and is told so; the values of those
+calls are checked as any others, and a stop is never a wrong answer.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 from ...spec.matmul import matmul_flop
+from ...text.numbers import fmt_ms
 from .. import calibration, clocks, counter_hints, traffic
 from ..context import Grading, PartState, private_name
 from ..diagnose import STATUS_HINTS
-from ..launch_checks import HOST_WORK_HINT, check_timed_calls, timed_printing
+from ..launch_checks import HOST_WORK_HINT, check_first_timed_calls, check_timed_calls, timed_printing
 from ..model import ESTIMATED_RULE, NO_CEILINGS, NO_TARGETS, WORK_ELSEWHERE, Speed
 from ..runner import run_harness, verify, write_cases
-from ..scoring import CUBLAS, IMPOSSIBLE_FRACTION, gflops, scored_time
+from ..scoring import CUBLAS, IMPOSSIBLE_FRACTION, give_up_ms, gflops, scored_time, zero_line_ms
+
+STOP_RULES = ("median", "one_call", "call_limit")  # grader/harness/core/timing.h
+SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
+                  "than that is ended. Make each call faster than the time named above: is all of the work in your "
+                  "kernel, and does each thread do only its share of it?")
 
 
 def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration.Calibration]) -> None:
@@ -35,6 +51,91 @@ def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration
                 _time_part(g, s, ceilings, basis)
 
 
+def give_up_budgets(part, rule, ceilings, basis: calibration.Calibration) -> dict:
+    """The time budget of one call at each of the part's timing sizes, by
+    case name (scoring.give_up_ms); a size without a target has none."""
+    budgets = {}
+    for case in part.cases["timing"]:
+        target = basis.target(ceilings, part, rule, case.j, case.k, case.l)
+        if target is not None and target.zero > 0:
+            budgets[case.name] = give_up_ms(matmul_flop(case.j, case.k, case.l), target.zero)
+    return budgets
+
+
+@dataclass(frozen=True)
+class SlowStop:
+    """Why the harness stopped timing a case (its result's "stop")."""
+
+    rule: str  # one of STOP_RULES
+    ms: float  # the median of the timed calls, the one call, or the time a call was waited for
+    calls: int  # every call at the case's size, its first and the one ended included
+
+
+def slow_stop(timing) -> Optional[SlowStop]:
+    """The stop of a timing verdict (tilelab-verify passes the harness's
+    through), None where timing was not stopped. Read defensively: the
+    result comes from a process that ran beside student code."""
+    if not isinstance(timing, dict) or timing.get("stopped_slow") is not True:
+        return None
+    stop = timing.get("stop") if isinstance(timing.get("stop"), dict) else {}
+    ms, calls = stop.get("ms"), stop.get("calls")
+    return SlowStop(stop.get("rule") if stop.get("rule") in STOP_RULES else "median",
+                    float(ms) if _number(ms) and math.isfinite(ms) and ms > 0 else 0.0,
+                    calls if isinstance(calls, int) and not isinstance(calls, bool) and calls > 0 else 0)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def stop_words(case: str, stop: SlowStop, zero_ms: float) -> str:
+    """What a student reads of a stopped case: after how many calls, how
+    long they took, and the time of a call that earns no points."""
+    after = f"after {stop.calls} call{'s' if stop.calls != 1 else ''} " if stop.calls else ""
+    if stop.rule == "call_limit":
+        which = "the last" if stop.calls > 1 else "a call"
+        took = f"{which} was still running after {stop.ms / 1000:.1f} s and was ended"
+    elif stop.rule == "one_call":
+        took = f"one took {fmt_ms(stop.ms)} ms"
+    else:
+        took = f"each took about {fmt_ms(stop.ms)} ms"
+    return (f"timing stopped {after}at {case}: {took}, slower than the {fmt_ms(zero_ms)} ms at which speed earns "
+            "no points")
+
+
+def case_speed(v: dict, target, ceilings, rule: str, full_at: float, flags: list = ()) -> tuple:
+    """(Speed, fraction of the speed points) of one timed size, from
+    tilelab-verify's verdict `v` on it: its median timed call against
+    `target` (scoring.SpeedTarget), or, where the harness stopped timing it
+    as too slow, the time that stopped it, for no points and said so."""
+    t = v["timing"]
+    case = f"{v['j']}x{v['k']}x{v['l']}"
+    flop = matmul_flop(v["j"], v["k"], v["l"])
+    choice = scored_time(t)
+    flags = list(choice.flags) + list(flags)
+    ms = choice.ms
+    stop = slow_stop(t)
+    if stop is not None:
+        ms = stop.ms or ms
+        flags.append(stop_words(case, stop, zero_line_ms(flop, target.zero)))
+    achieved = gflops(flop, ms)
+    fraction = 0.0 if stop is not None else target.fraction(achieved)
+    if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
+        flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
+                     "right, so it earns nothing; a TA will look at it")
+        fraction = 0.0
+    return Speed(
+        case=case, gflops=round(achieved, 1), time_ms=round(ms, 4),
+        event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
+        ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
+        intensity=round(target.intensity, 2),
+        reference_gflops=round(target.reference, 1) if target.reference else None, rule=rule,
+        full_at=full_at, target_gflops=round(target.full, 1), zero_gflops=round(target.zero, 1),
+        fraction=round(fraction, 4), flags=flags, versus=target.versus,
+        cublas_gflops=round(target.cublas, 1) if target.cublas else None,
+    ), fraction
+
+
 def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibration,
                retimed: bool = False) -> None:
     """Times the part with the trusted harness: its clock is the one scored.
@@ -48,7 +149,8 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
         return
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
-                            timing=assignment.timing, profile=True)
+                            timing=assignment.timing, profile=True,
+                            give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis))
     limit = g.limits["speed"]
     run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, timed=True)
     if run.timed_out:
@@ -57,7 +159,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
         return
     listed = (run.result or {}).get("cases")
     timings = [c.get("timing") for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)]
-    host_work = [p for t in timings for p in check_timed_calls(t)]
+    host_work = check_first_timed_calls(listed) + [p for t in timings for p in check_timed_calls(t)]
     printing = [note for note in map(timed_printing, timings) if note]
     if host_work:
         # Seen only at the timing sizes: the launch checks fail, as they would have on a correctness case.
@@ -66,50 +168,42 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
         s.set("speed", "not_run", WORK_ELSEWHERE, "", run.seconds)
         return
     verdict = verify(g.tools.verify, case_file)
-    failed = [c for c in verdict["cases"] if not c["passed"]]
+    # A case not timed because an earlier one was stopped as too slow failed nothing.
+    timed = [c for c in verdict["cases"] if "not_timed_after" not in c]
+    failed = [c for c in timed if not c["passed"]]
     if failed:
         reasons = "; ".join(failed[0]["reasons"])
         s.set("speed", "failed", f"the timed calls were not all right: {reasons}", run.stderr.strip(), run.seconds,
               ["Each timed call gets new inputs: a kernel must compute every answer, never reuse an earlier one."])
         return
     readings = clocks.by_case(listed)
-    if not retimed and any(c.throttled for c in readings.values()):
+    stopped = [v for v in timed if slow_stop(v.get("timing"))]
+    # A stopped case is slower than twice the time that earns nothing: no throttling explains that.
+    if not retimed and not stopped and any(c.throttled for c in readings.values()):
         # A GPU at its power or thermal limit slows every kernel: time once more, from the start.
         _time_part(g, s, ceilings, basis, retimed=True)
         return
-    fractions, speeds = [], []
-    for v in verdict["cases"]:
+    fractions, speeds, stopped_words = [], [], []
+    for v in timed:
         target = basis.target(ceilings, s.part, assignment.speed, v["j"], v["k"], v["l"])
         if target is None:
             s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", run.seconds)
             return
-        t = v["timing"]
-        choice = scored_time(t)
-        achieved = gflops(matmul_flop(v["j"], v["k"], v["l"]), choice.ms)
-        fraction = target.fraction(achieved)
-        flags = list(choice.flags) + printing[:1]
+        full_at = s.part.versus_cublas.full_at if s.part.versus_cublas else assignment.speed.full_at
+        speed, fraction = case_speed(v, target, ceilings, basis.rule, full_at, printing[:1])
+        stop = slow_stop(v["timing"])
+        if stop is not None:
+            stopped_words.append(stop_words(speed.case, stop, zero_line_ms(matmul_flop(v["j"], v["k"], v["l"]),
+                                                                           target.zero)))
         reading = readings.get(v["name"], clocks.read_clocks(None))
-        if reading.throttled:
-            flags.append(clocks.throttled_flag(reading, f"{v['j']}x{v['k']}x{v['l']}"))
+        if reading.throttled and not stopped:
+            speed.flags.append(clocks.throttled_flag(reading, speed.case))
             if speeds:  # the headline is the first size's Speed: it shows every size's throttling
-                speeds[0].flags.append(flags[-1])
-            g.staff_notes.append(clocks.staff_note(s.part.id, f"{v['j']}x{v['k']}x{v['l']}", reading))
-        if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
-            flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
-                         "right, so it earns nothing; a TA will look at it")
-            fraction = 0.0
+                speeds[0].flags.append(speed.flags[-1])
+            g.staff_notes.append(clocks.staff_note(s.part.id, speed.case, reading))
+        speed.clocks = dict(reading.to_dict(), retimed=retimed)
         fractions.append(fraction)
-        speeds.append(Speed(
-            case=f"{v['j']}x{v['k']}x{v['l']}", gflops=round(achieved, 1), time_ms=round(choice.ms, 4),
-            event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
-            ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
-            intensity=round(target.intensity, 2),
-            reference_gflops=round(target.reference, 1) if target.reference else None, rule=basis.rule,
-            full_at=s.part.versus_cublas.full_at if s.part.versus_cublas else assignment.speed.full_at,
-            target_gflops=round(target.full, 1), zero_gflops=round(target.zero, 1), fraction=round(fraction, 4),
-            flags=flags, versus=target.versus, cublas_gflops=round(target.cublas, 1) if target.cublas else None,
-            clocks=dict(reading.to_dict(), retimed=retimed),
-        ))
+        speeds.append(speed)
     # Several timing cases combine by geometric mean, so one slow size is felt.
     fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
     s.result.speeds = speeds
@@ -125,6 +219,11 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
                                                          s.result.reference_traffic)
     best = dataclasses.replace(speeds[0], fraction=round(fraction, 4))
     s.result.speed = best
+    if stopped_words:
+        left = [f"{c['j']}x{c['k']}x{c['l']}" for c in verdict["cases"] if "not_timed_after" in c]
+        s.set("speed", "passed", f"{stopped_words[0]}; 0% of the speed points"
+              + (f" ({', '.join(left)} not timed)" if left else ""), "", run.seconds, [SLOW_STOP_HINT])
+        return
     estimated = " (estimated: no reference solutions on this machine)" if basis.rule == ESTIMATED_RULE else ""
     against = "cuBLAS SGEMM" if best.versus == CUBLAS else "the reference solution"
     s.set("speed", "passed",
