@@ -8,18 +8,13 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .grading.answers_file import ANSWERS_FILE
+from .cli_options import BUILD_OPTION, build_path, built_dir, root_of
+from .cli_service import COMMANDS
 from .errors import TilelabError
+from .grading.answers_file import ANSWERS_FILE
 from .spec.assignment import Assignment, AssignmentError, load_assignment
 from .system.cpu_share import GRADINGS_AT_ONCE_WORDS
-from .system.paths import ASSIGNMENT_FILE, find_root, tool_path, unbuilt_reason
-
-
-def _root(root: str | None) -> Path:
-    try:
-        return Path(root).resolve() if root else find_root()
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from None
+from .system.paths import ASSIGNMENT_FILE, tool_path
 
 
 class _Commands(click.Group):
@@ -58,7 +53,7 @@ def starter(ctx: click.Context, check: bool) -> None:
     """Generate starter/ from the solution regions of solutions/."""
     from .authoring import starter as starter_mod
 
-    root = _root(ctx.obj["root"])
+    root = root_of(ctx.obj["root"])
     assignment = load_assignment(root / ASSIGNMENT_FILE)
     files = starter_mod.starter_files(assignment, root / "solutions", root / "starter")
     stale = [f for f in files if not f.up_to_date]
@@ -77,10 +72,6 @@ def starter(ctx: click.Context, check: bool) -> None:
 
 def _load(root: Path):
     return load_assignment(root / ASSIGNMENT_FILE)
-
-
-def _build_path(root: Path, build_dir: str | None) -> Path:
-    return Path(build_dir).resolve() if build_dir else root / "build"
 
 
 def _out_path(out_dir: str | None, build: Path, command: str) -> Path:
@@ -106,22 +97,10 @@ def _part_ids(assignment: Assignment, names: tuple) -> tuple:
         raise click.BadParameter(str(e), param_hint="'--part'") from None
 
 
-def _build_dir(root: Path, build_dir: str | None) -> Path:
-    build = _build_path(root, build_dir)
-    unbuilt = unbuilt_reason(build)
-    if unbuilt:
-        raise click.ClickException(f"{unbuilt}: run ./scripts/bootstrap, or cmake --build {build}")
-    return build
-
-
-_BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=False), default=None,
-                             help="Built project tree (default: ROOT/build).")
-
-
 @main.command()
 @click.argument("submission", type=click.Path(exists=True, file_okay=False))
 @_out_option("results.json and the reports", "grade")
-@_BUILD_OPTION
+@BUILD_OPTION
 @click.option("--seed", type=int, default=None, help="Input seed (default: a fresh one; give one to regrade identically).")
 @click.option("--part", "parts", multiple=True,
               help="Grade only this part, by id or file (repeatable); the questions are graded only without --part.")
@@ -134,8 +113,8 @@ _BUILD_OPTION = click.option("--build", "build_dir", type=click.Path(file_okay=F
 def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: str | None, seed: int | None,
           parts: tuple, no_sanitizers: bool, answer_key: str | None, results_format: str) -> None:
     """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
-    root = _root(ctx.obj["root"])
-    build = _build_path(root, build_dir)
+    root = root_of(ctx.obj["root"])
+    build = build_path(root, build_dir)
     _warm_up(build)
     # Only to check the names: a broken assignment.yaml is reported in results.json itself.
     parts = _part_ids(_load(root), parts) if parts else ()
@@ -153,7 +132,7 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 @main.command()
 @click.argument("class_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
 @_out_option("OUT/<student>/ and gradebook.csv", "batch")
-@_BUILD_OPTION
+@BUILD_OPTION
 @click.option("--seed", type=int, default=None,
               help="One input seed for every submission and every rerun (default: a fresh one each).")
 @click.option("--gpus", default=None, help="GPUs to grade on, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else all "
@@ -177,8 +156,8 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
     """Grade a class: DIR holds one directory per student, named by the student's id."""
     from .operations import batch as batch_mod
 
-    root = _root(ctx.obj["root"])
-    out = _out_path(out_dir, _build_path(root, build_dir), "batch")
+    root = root_of(ctx.obj["root"])
+    out = _out_path(out_dir, build_path(root, build_dir), "batch")
     try:
         if slurm_script:
             script, student_list, refused = batch_mod.write_slurm(Path(class_dir), out, Path(slurm_script), root=root,
@@ -193,7 +172,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
             click.echo(f"{summary.resumed} graded, {summary.errors} grader errors, {summary.skipped} without "
                        f"results; wrote {', '.join(str(p) for p in [summary.gradebook, *summary.leaderboards])}")
             sys.exit(0 if summary.ok else 2)
-        build = _build_dir(root, build_dir)
+        build = built_dir(root, build_dir)
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
                                       gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
                                       jobs=jobs,
@@ -217,7 +196,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 @click.argument("part", required=False)
 @click.option("--dir", "work_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="Directory holding your part files (default: ROOT/starter, or the folder of the file named).")
-@_BUILD_OPTION
+@BUILD_OPTION
 @_out_option("report.md, report.html and grade.json", "check")
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer for a faster answer.")
 @click.option("--fast", is_flag=True, help="Only build and run the public cases: no compute-sanitizer, no timing "
@@ -227,8 +206,8 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None, out_dir: str | None,
           no_sanitizers: bool, fast: bool, remote: bool) -> None:
     """Run the public cases of PART (naive, naive.cu, answers.yaml; default: all) on this GPU, or on the service."""
-    root = _root(ctx.obj["root"])
-    build = _build_path(root, build_dir) if remote else _build_dir(root, build_dir)
+    root = root_of(ctx.obj["root"])
+    build = build_path(root, build_dir) if remote else built_dir(root, build_dir)
     assignment = _load(root)
     part_ids, answers_only, file_dir = _check_target(assignment, part)
     if not answers_only and not remote:
@@ -285,7 +264,7 @@ def _gpu(build: Path, refresh: bool = False):
 
 
 @main.command()
-@_BUILD_OPTION
+@BUILD_OPTION
 @click.option("--refresh", is_flag=True, help="Measure again instead of using the cached figures.")
 @click.pass_context
 def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
@@ -295,9 +274,9 @@ def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
     from .grading import gpu_ceilings as rl
     from .spec.reference_gpu import ReferenceGpuError, load_reference_gpu
 
-    root = _root(ctx.obj["root"])
+    root = root_of(ctx.obj["root"])
     assignment = _load(root)
-    build = _build_dir(root, build_dir)
+    build = built_dir(root, build_dir)
     device, ceilings = _gpu(build, refresh)
     click.echo(rl.describe(ceilings))
     click.echo()
@@ -312,7 +291,7 @@ def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
 
 
 @main.command()
-@_BUILD_OPTION
+@BUILD_OPTION
 @click.pass_context
 def calibrate(ctx: click.Context, build_dir: str | None) -> None:
     """Time the reference solutions on this GPU now, keep the figures as the
@@ -321,9 +300,9 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
     from .grading import calibration
     from .grading import gpu_ceilings as rl
 
-    root = _root(ctx.obj["root"])
+    root = root_of(ctx.obj["root"])
     assignment = _load(root)
-    build = _build_dir(root, build_dir)
+    build = built_dir(root, build_dir)
     if not calibration.has_references(build, assignment):
         raise click.ClickException(
             f"{build} holds no reference solutions to time ({calibration.REFERENCE_DIR}/<part>): calibrate from "
@@ -339,7 +318,7 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
 
 @main.command()
 @click.argument("names", nargs=-1)
-@_BUILD_OPTION
+@BUILD_OPTION
 @_out_option("the gradings", "selftest")
 @_jobs_option()
 @click.pass_context
@@ -348,8 +327,8 @@ def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: s
     compare with their expected verdicts (NAMES: only these hand-ins)."""
     from .selftest.handins import format_rows, run_selftest
 
-    root = _root(ctx.obj["root"])
-    build = _build_dir(root, build_dir)
+    root = root_of(ctx.obj["root"])
+    build = built_dir(root, build_dir)
     out = _out_path(out_dir, build, "selftest")
     rows, gpu = run_selftest(root, build, out, names=names, jobs=jobs, echo=lambda m: click.echo(m, err=True))
     click.echo(format_rows(rows, gpu))
@@ -360,23 +339,23 @@ def selftest(ctx: click.Context, names: tuple, build_dir: str | None, out_dir: s
 @main.command()
 @click.option("--variant", type=click.Choice(["student", "ta"]), default="student", show_default=True,
               help="The TA variant adds the answer key and the hidden cases.")
-@_BUILD_OPTION
+@BUILD_OPTION
 @_out_option("handout.md, .html and .pdf", "handout")
 @click.pass_context
 def handout(ctx: click.Context, variant: str, build_dir: str | None, out_dir: str | None) -> None:
     """Render the handout from assignment.yaml, the starter files and the questions."""
     from .authoring.handout import write_handouts
 
-    root = _root(ctx.obj["root"])
-    out = _out_path(out_dir, _build_path(root, build_dir), "handout")
+    root = root_of(ctx.obj["root"])
+    out = _out_path(out_dir, build_path(root, build_dir), "handout")
     for path in write_handouts(_load(root), root, out, variant=variant).values():
         click.echo(f"wrote {path}")
 
 
 @main.command()
 @click.argument("bundle", type=click.Choice(["student", "autograder"]))
-@_BUILD_OPTION
-@_out_option("the bundle (tilelab-NAME-student.tar.gz or tilelab-NAME-autograder.zip)", "dist")
+@BUILD_OPTION
+@_out_option("the bundle (NAME-student.tar.gz or NAME-autograder.zip, NAME the assignment's name)", "dist")
 @click.option("--service", "service_url", default=None, help="The grading service's URL, for the bundle to use.")
 @click.option("--service-token-file", default=None, help="The course token (autograder) [env TILELAB_SERVICE_TOKEN].")
 @click.pass_context
@@ -384,9 +363,9 @@ def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | 
     """Build the student tarball or the Gradescope autograder zip."""
     from .authoring.dist import autograder_bundle, bundle_name, refuse_edited_starter, student_bundle
 
-    root = _root(ctx.obj["root"])
+    root = root_of(ctx.obj["root"])
     assignment = _load(root)
-    build = _build_path(root, build_dir)
+    build = build_path(root, build_dir)
     out = _out_path(out_dir, build, "dist")
     refuse_edited_starter(root, assignment)  # before the handout, which shows the starter's code
     if bundle == "student":
@@ -403,7 +382,7 @@ def dist(ctx: click.Context, bundle: str, build_dir: str | None, out_dir: str | 
 
 
 @main.command()
-@_BUILD_OPTION
+@BUILD_OPTION
 @_out_option("the bundles and gradings of the gates", "gates")
 @click.option("--which", type=click.Choice(["all", "cpu", "gpu"]), default="all", show_default=True,
               help="cpu: starter and bundles (what CI runs); gpu: the grading gates (exit 5 without a CUDA "
@@ -413,8 +392,8 @@ def gates(ctx: click.Context, build_dir: str | None, out_dir: str | None, which:
     """Check that starter, handout, bundles and autograder agree (GPU gates run where a GPU is)."""
     from .authoring.gates import format_gates, gates_outcome, run_gates
 
-    root = _root(ctx.obj["root"])
-    build = _build_dir(root, build_dir)
+    root = root_of(ctx.obj["root"])
+    build = built_dir(root, build_dir)
     results = run_gates(root, build, _out_path(out_dir, build, "gates"), which=which,
                         progress=lambda m: click.echo(f"... {m}", err=True))
     click.echo(format_gates(results))
@@ -423,77 +402,8 @@ def gates(ctx: click.Context, build_dir: str | None, out_dir: str | None, which:
     sys.exit(outcome.exit_code)
 
 
-_SERVICE_DATA = click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-                             help="The service's folder: the embedded database, scratch (default: BUILD/service).")
-_DATABASE_URL = click.option("--database-url", envvar="TILELAB_DATABASE_URL", default=None,
-                             help="The course's PostgreSQL [env TILELAB_DATABASE_URL] (default: the embedded one "
-                                  "`tilelab serve` started in --data-dir).")
-
-
-@main.command()
-@_BUILD_OPTION
-@_SERVICE_DATA
-@_DATABASE_URL
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="The service's settings (YAML): limits, host, port, database_url.")
-@click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port [default: 8408].")
-@click.pass_context
-def serve(ctx: click.Context, build_dir: str | None, data_dir: str | None, database_url: str | None,
-          config_file: str | None, host: str | None, port: int | None) -> None:
-    """Run the grading service's gateway: the HTTP API and the queue in PostgreSQL."""
-    import dataclasses
-
-    from .operations.service import run as service
-    from .operations.service.config import load_config
-
-    root = _root(ctx.obj["root"])
-    config = load_config(Path(config_file) if config_file else None,
-                         Path(data_dir) if data_dir else _build_path(root, build_dir) / "service")
-    changes = {k: v for k, v in (("host", host), ("port", port), ("database_url", database_url)) if v is not None}
-    service.serve(dataclasses.replace(config, **changes), root, click.echo)
-
-
-@main.command()
-@_BUILD_OPTION
-@_SERVICE_DATA
-@_DATABASE_URL
-@click.option("--gpu", default=None, help="The GPU to grade on, as CUDA_VISIBLE_DEVICES names it (default: none: "
-                                          "the GPU stages are reported as not run).")
-@click.option("--in-flight", type=click.IntRange(min=1), default=None,
-              help="Submissions graded at once on the GPU, as for `tilelab batch` [default: 3].")
-@click.option("--stalled-after", type=click.FloatRange(min=1), default=30.0, show_default=True,
-              help="Seconds without a heartbeat after which another worker's jobs are taken up again.")
-@click.pass_context
-def worker(ctx: click.Context, build_dir: str | None, data_dir: str | None, database_url: str | None,
-           gpu: str | None, in_flight: int | None, stalled_after: float) -> None:
-    """Grade the service's queue on one GPU (start one per GPU, on any host)."""
-    from .operations.service import run as service
-
-    root = _root(ctx.obj["root"])
-    build = _build_dir(root, build_dir)
-    service.work(root, build, Path(data_dir) if data_dir else build / "service", database_url, gpu, in_flight,
-                 stalled_after)
-
-
-@main.command()
-@_BUILD_OPTION
-@_SERVICE_DATA
-@_DATABASE_URL
-@click.argument("role", type=click.Choice(["student", "course", "staff"]))
-@click.argument("student", required=False)
-@click.option("--label", default="", help="A note for staff (who it was given to).")
-@click.pass_context
-def token(ctx: click.Context, build_dir: str | None, data_dir: str | None, database_url: str | None, role: str,
-          student: str | None, label: str) -> None:
-    """Make a service token: `student ID`, `course` (the platforms' forwarders) or `staff`; printed once."""
-    from .operations.service import run as service
-
-    if (role == "student") != bool(student):
-        raise click.UsageError("a student token names its student (token student ID); the others name none")
-    root = _root(ctx.obj["root"])
-    folder = Path(data_dir) if data_dir else _build_path(root, build_dir) / "service"
-    click.echo(service.new_token(folder, database_url, role, student, label))
+for _command in COMMANDS:  # the grading service's: cli_service.py
+    main.add_command(_command)
 
 
 if __name__ == "__main__":
