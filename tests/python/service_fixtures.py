@@ -102,13 +102,13 @@ def zip_of(files: dict) -> bytes:
 NAIVE = (ROOT / "solutions" / "naive.cu").read_text()
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    """A gateway with its embedded database, and tokens; no worker yet."""
+def serving(data: Path, config_text: str):
+    """A gateway with its embedded database under `data`, its settings
+    `config_text`, and tokens; no worker yet. Yields what the tests use."""
     build = build_dir()
-    data = tmp_path_factory.mktemp("service")
+    data.mkdir(parents=True, exist_ok=True)
     config = data / "service.yaml"
-    config.write_text("limits:\n  submissions_per_hour: 8\n")
+    config.write_text(config_text)
     port = free_port()
     gateway = start("serve", "--build", str(build), "--data-dir", str(data), "--port", str(port),
                     "--config", str(config))
@@ -116,7 +116,7 @@ def service(tmp_path_factory):
     deadline = time.monotonic() + 90
     while True:
         try:
-            if client.call("GET", "/api/v1/health")[0] == 200:
+            if client.call("GET", "/api/v1/health")[0] in (200, 503):  # 503: up, with no worker yet
                 break
         except OSError:
             pass
@@ -129,8 +129,14 @@ def service(tmp_path_factory):
         made = tilelab("token", *args, "--build", str(build), "--data-dir", str(data))
         assert made.returncode == 0, made.stderr
         tokens[name] = made.stdout.strip()
-    yield {"client": client, "tokens": tokens, "data": data, "build": build}
+    yield {"client": client, "tokens": tokens, "data": data, "build": build, "gateway": gateway}
     stop(gateway)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """A gateway as a course starts it (a student may check, not grade), with a low hourly limit."""
+    yield from serving(tmp_path_factory.mktemp("service"), "limits:\n  submissions_per_hour: 8\n")
 
 
 def database(service):

@@ -149,7 +149,7 @@ def test_results_hidden_from_students_stay_hidden():
     results.json to the student: only the visible tests, and no total."""
     from grade_fixtures import grade_result, graded_answers, passing_tiled
 
-    from tilelab.operations.service.gateway import HIDDEN_NOTE, for_student
+    from tilelab.operations.service.publication import HIDDEN_NOTE, visible_tests
     from tilelab.outputs.gradescope import results_json
     from tilelab.spec.assignment import load_assignment
 
@@ -159,11 +159,11 @@ def test_results_hidden_from_students_stay_hidden():
     full = results_json(result, assignment)
     hidden = [t for t in full["tests"] if t["visibility"] != "visible"]
     assert hidden and "score" in full
-    shown = json.loads(for_student(json.dumps(full)))
+    shown = json.loads(visible_tests(json.dumps(full)))
     assert shown["tests"] == [t for t in full["tests"] if t["visibility"] == "visible"]
     assert "score" not in shown and HIDDEN_NOTE in shown["output"]
     everything_visible = {**full, "tests": shown["tests"]}
-    assert json.loads(for_student(json.dumps(everything_visible))) == everything_visible
+    assert json.loads(visible_tests(json.dumps(everything_visible))) == everything_visible
 
 
 @pytest.mark.parametrize("text, says", [

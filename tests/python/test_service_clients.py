@@ -266,7 +266,9 @@ def test_check_remote_prints_the_table_and_writes_the_report(service, worker, tm
     assert "queued at the grading service" in run.stderr or "being checked" in run.stderr, said
     assert run.returncode == 1, said  # no GPU at the worker: nothing is passed
     text = " ".join(run.stdout.split())
-    assert "tilelab check: no CUDA device here" in text and "naive ok no TODO stub left" in text, said
+    # Where it ran is the service's worker, not this machine.
+    assert f"tilelab check at {url_of(service)}: its worker has no GPU" in text, said
+    assert "naive ok no TODO stub left" in text and "no CUDA device here" not in text, said
     assert "not written yet" in text, said
     assert f"full report: {out / 'report.md'}" in text
     assert "Naive" in (out / "report.md").read_text() and (out / "report.html").is_file()

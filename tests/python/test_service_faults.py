@@ -23,7 +23,7 @@ def start_gateway(build, data, port) -> tuple:
     deadline = time.monotonic() + 90
     while True:
         try:
-            if client.call("GET", "/api/v1/health")[0] == 200:
+            if client.call("GET", "/api/v1/health")[0] in (200, 503):  # 503: up, with no worker yet
                 return gateway, client
         except OSError:
             pass

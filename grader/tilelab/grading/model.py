@@ -7,13 +7,13 @@ all rendered from it and from nothing else, so they cannot disagree.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from .answers import AnswersResult
 from .traffic import Traffic
-
-if TYPE_CHECKING:
-    from ..grading.answers import AnswersResult
 
 # The stages of a part, in the order they run.
 STAGES = ("static", "build", "correctness", "launch", "memcheck", "racecheck", "speed")
@@ -45,7 +45,7 @@ class Stage:
     summary: str = ""  # one line a student reads first
     details: str = ""  # longer text: compiler or sanitizer output, the reason in full
     seconds: float = 0.0
-    hints: list = field(default_factory=list)  # what to look at, in the student's terms
+    hints: list[str] = field(default_factory=list)  # what to look at, in the student's terms
 
 
 @dataclass
@@ -72,7 +72,7 @@ class CaseResult:
     nan: int = 0
     unwritten: int = 0
     exact: bool = False  # small-integer inputs: no tolerance at all
-    first_errors: list = field(default_factory=list)  # of ElementError
+    first_errors: list[ElementError] = field(default_factory=list)
 
 
 @dataclass
@@ -110,14 +110,14 @@ class PartResult:
     id: str
     title: str
     file: str
-    stages: dict  # stage name -> Stage
-    cases: list = field(default_factory=list)  # of CaseResult
+    stages: dict[str, Stage]  # by stage name
+    cases: list[CaseResult] = field(default_factory=list)
     correctness_score: float = 0.0
     correctness_max: float = 0.0
     speed_score: float = 0.0
     speed_max: float = 0.0
     speed: Optional[Speed] = None  # the first timed size, with the fraction of all sizes combined
-    speeds: list = field(default_factory=list)  # of Speed: every timed size, each with its own fraction
+    speeds: list[Speed] = field(default_factory=list)  # every timed size, each with its own fraction
     extra_credit: bool = False  # its points come on top of the total (max_score still shows what it is worth)
     launches: list = field(default_factory=list)  # CUPTI records of one correctness call, for the report
     hidden_total: int = 0  # hidden cases graded (their names stay hidden in student views)
@@ -152,7 +152,7 @@ class GradeResult:
     seed: int
     gpu: Optional[dict]  # device facts, None without a GPU
     ceilings: Optional[dict]  # measured roofline ceilings, None without a GPU
-    parts: list  # of PartResult
+    parts: list[PartResult]
     started: str  # ISO 8601
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # where the time went, seconds per phase
@@ -165,6 +165,9 @@ class GradeResult:
     answers: Optional[AnswersResult] = None  # the exercise questions (answers.py); None when there are none
     calibration: Optional[dict] = None  # where the speed targets came from (Calibration.summary), None without
     staff_notes: list = field(default_factory=list)  # for the course staff only (why the grader failed a stage)
+    # False: the grading as a student reads it before the course staff publish the grades, without the
+    # hidden cases, the answers' results or the total (operations/service/publication.py).
+    published: bool = True
 
     @property
     def score(self) -> float:
@@ -187,6 +190,35 @@ class GradeResult:
         if self.answers is not None:
             d["answers"] = self.answers.to_dict()
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GradeResult":
+        """A grade.json (to_dict) read back whole, every nested record as its
+        own class again: what a client of the service renders its views from."""
+        return rebuilt(cls, d)
+
+
+def rebuilt(cls, data: dict):
+    """A dataclass from its asdict() form, led by the fields' annotations:
+    nested records, lists and dicts of them are rebuilt at every depth, and
+    keys the class does not know (to_dict's derived scores) are left out."""
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: _as(hints[f.name], data[f.name]) for f in dataclasses.fields(cls) if f.name in data})
+
+
+def _as(kind, value):
+    if value is None:
+        return None
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union:  # Optional[X]
+        return _as(next(a for a in args if a is not type(None)), value)
+    if dataclasses.is_dataclass(kind):
+        return rebuilt(kind, value)
+    if origin is list and args:
+        return [_as(args[0], v) for v in value]
+    if origin is dict and len(args) == 2:
+        return {k: _as(args[1], v) for k, v in value.items()}
+    return value
 
 
 NO_GPU = "not run: no CUDA device on this machine"

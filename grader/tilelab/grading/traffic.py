@@ -96,7 +96,7 @@ class Traffic:
 
     case: str  # "4096x4096x4096"
     flop: float  # the product's FLOPs, 2jkl
-    levels: list  # of Level, in LEVELS order (levels without figures left out)
+    levels: list[Level]  # in LEVELS order (levels without figures left out)
     global_load_instructions: Optional[float] = None  # warp-level
     sectors_per_request: Optional[float] = None  # global loads: 4 is a coalesced warp of floats, 32 the worst
     shared_instructions: Optional[float] = None  # warp-level loads and stores

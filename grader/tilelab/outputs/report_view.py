@@ -19,6 +19,8 @@ from .roofline_plot import roofline_of
 from .speed_words import positive
 
 AUDIENCES = ("student", "staff")
+# Where a student reads a grading before the course staff publish it (GradeResult.published).
+UNPUBLISHED = "shown when the course staff publish the grades"
 
 MODE_WORDS = {
     "grade": "grade (public and hidden cases, fresh inputs)",
@@ -34,7 +36,7 @@ QUESTION_BADGES = {"correct": "passed", "wrong": "failed", "invalid": "failed", 
                    "collected": "collected", "not_graded": "not_run"}
 
 
-def _questions_view(answers: Optional[AnswersResult], staff: bool) -> Optional[dict]:
+def _questions_view(answers: Optional[AnswersResult], staff: bool, published: bool = True) -> Optional[dict]:
     if answers is None:
         return None
     rows = []
@@ -42,10 +44,13 @@ def _questions_view(answers: Optional[AnswersResult], staff: bool) -> Optional[d
         status = q.status if q.status in QUESTION_WORDS else "invalid"
         if q.kind == "text":
             points = f"graded by a TA (up to {fmt_points_unit(q.manual_points)})"
+        elif not published:
+            points = UNPUBLISHED
         else:
             points = f"{fmt_points(q.score)} / {fmt_points(q.max_score)}"
+        word = QUESTION_WORDS[status] if published or status != "not_graded" else UNPUBLISHED
         row = {"id": q.id, "kind": q.kind, "answer": q.answer or "-", "status": status,
-               "word": QUESTION_WORDS[status], "marker": QUESTION_MARKERS[status], "badge": QUESTION_BADGES[status],
+               "word": word, "marker": QUESTION_MARKERS[status], "badge": QUESTION_BADGES[status],
                "message": q.message, "points": points}
         if staff:  # the key never enters the student view, so no template can show it
             row["key"] = q.key or "-"
@@ -63,13 +68,14 @@ def _questions_view(answers: Optional[AnswersResult], staff: bool) -> Optional[d
     if answers.graded:
         right = f"{sum(q.status == 'correct' for q in auto)} of {len(auto)} right"
     else:
-        right = "not graded here"
+        right = "not graded here" if published else UNPUBLISHED
     collected = (f"{sum(q.status == 'collected' for q in written)} of {len(written)} written answers collected "
                  f"for a TA (up to {fmt_points(answers.manual_max)} points, graded by hand)") if written else ""
     return {
         "file": answers.file,
         "score": fmt_points(answers.score),
         "max_score": fmt_points(answers.max_score),
+        "points": f"{fmt_points(answers.score)} / {fmt_points(answers.max_score)}" if published else UNPUBLISHED,
         "right": right,
         "collected": collected,
         "first_problem": first_problem,
@@ -141,6 +147,7 @@ def report_view(result: GradeResult, audience: str, leaderboard_alias: Optional[
         "assignment": result.title or result.assignment,
         "score": fmt_points(result.score),
         "max_score": fmt_points(result.max_score),
+        "total": f"{fmt_points(result.score)} / {fmt_points(result.max_score)}" if result.published else UNPUBLISHED,
         "mode": MODE_WORDS.get(result.mode, result.mode),
         "gpu": _gpu_line(result),
         "date": fmt_date(result.started),
@@ -150,7 +157,7 @@ def report_view(result: GradeResult, audience: str, leaderboard_alias: Optional[
         "notes": notes,
         "ceilings_line": _ceilings_line(result),
         "parts": parts,
-        "questions": _questions_view(result.answers, staff),
+        "questions": _questions_view(result.answers, staff, result.published),
         "timings": _timing_rows(result) if staff else [],
         "status_markers": STATUS_MARKERS,
         # Where the class leaderboard shows aliases (`tilelab batch`): this hand-in's, so its student finds it.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import stat
 import time
 import urllib.parse
@@ -108,7 +109,10 @@ class ServiceClient:
         last, wait_s = None, poll_s
         while True:
             found = self.status(submission_id, deadline)
-            seen = (found.get("state"), found.get("position"), found.get("stage"))
+            eta = found.get("eta_s")
+            # A new line when the ETA moves by a tenth or more, not at every second's drift.
+            seen = (found.get("state"), found.get("position"), found.get("stage"), found.get("no_worker"),
+                    round(math.log(eta) * 10) if eta else None)
             if seen != last:
                 last, wait_s = seen, poll_s
                 if on_update is not None:

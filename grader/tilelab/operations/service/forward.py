@@ -27,16 +27,15 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import yaml
 
 from ...errors import TilelabError
-from ...grading.answers import AnswersResult, QuestionResult
 from ...grading.answers_file import ANSWERS_FILE
-from ...grading.model import CaseResult, ElementError, GradeResult, PartResult, Speed, Stage
+from ...grading.model import GradeResult
 from ...outputs.gradescope import write_results
 from ...spec.assignment import load_assignment
 from ...system.paths import ASSIGNMENT_FILE
@@ -132,8 +131,10 @@ def progress_line(found: dict, doing: str) -> str:
     """"... queued at the grading service: number 2 in line, about 40 s to wait"; "" once it is finished."""
     if found.get("state") == "queued":
         position, eta = found.get("position"), found.get("eta_s")
-        return ("... queued at the grading service" + (f": number {position} in line" if position else "")
-                + (f", about {_duration(eta)} to wait" if eta else ""))
+        line = "... queued at the grading service" + (f": number {position} in line" if position else "")
+        if found.get("no_worker"):
+            return f"{line}; {found['no_worker']}, so it waits until the course staff start one"
+        return line + (f", about {_duration(eta)} to wait" if eta and eta >= 1 else "")
     if found.get("state") == "running":
         return f"... {doing} at the grading service" + (f": {found['stage']}" if found.get("stage") else "")
     return ""
@@ -146,30 +147,6 @@ def _progress(say, doing: str):
 
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
-# ---------------------------------------------------------------- grade.json read back
-
-
-def _built(cls, d: dict, **nested):
-    """A dataclass from its asdict() form: the fields it knows, nested ones made by `nested`."""
-    known = {f.name for f in fields(cls)}
-    return cls(**{k: nested[k](v) if k in nested else v for k, v in d.items() if k in known})
-
-
-def _part(d: dict) -> PartResult:
-    return _built(PartResult, d, stages=lambda s: {n: _built(Stage, st) for n, st in s.items()},
-                  cases=lambda cs: [_built(CaseResult, c, first_errors=lambda es: [_built(ElementError, e)
-                                                                                  for e in es]) for c in cs],
-                  speed=lambda s: _built(Speed, s) if s else None,
-                  speeds=lambda ss: [_built(Speed, s) for s in ss or []])
-
-
-def grade_result_from_dict(d: dict) -> GradeResult:
-    """A grade.json (GradeResult.to_dict) read back whole: what the check view and its exit code need."""
-    return _built(GradeResult, d, parts=lambda ps: [_part(p) for p in ps],
-                  answers=lambda a: _built(AnswersResult, a, questions=lambda qs: [_built(QuestionResult, q)
-                                                                                   for q in qs]) if a else None)
 
 
 # ---------------------------------------------------------------- tilelab check --remote
@@ -214,11 +191,11 @@ def remote_check(root: Path, submission: Path, out: Path, part_ids: tuple, answe
         _say(f"tilelab check --remote: the grading service at {client.url} gives no grade.json, so no table can be "
              f"shown; its report is {out / 'report.md'}")
         return EXIT_NO_SERVICE
-    result = grade_result_from_dict(json.loads(files["grade.json"]))
+    result = GradeResult.from_dict(json.loads(files["grade.json"]))
     # What a local check of these files shows: the parts named, the questions only without a part.
     result.parts = [p for p in result.parts if p.file in names]
     result.answers = result.answers if ANSWERS_FILE in names else None
-    print_check(result)
+    print_check(result, where=client.url)
     print(f"full report: {out / 'report.md'}")
     return EXIT_PASSED if check_passed(result) else EXIT_TO_FIX
 

@@ -1,18 +1,26 @@
 """`tilelab serve`: the HTTP API of the grading service (FastAPI on uvicorn,
 its OpenAPI schema at /openapi.json). A submission's body is the hand-in
-itself (a zip or tar, or one part file); every answer that refuses says why
-in JSON: {"error": code, "message": ...}."""
+itself (a zip or tar, or one part file, named by ?filename=, a
+Content-Disposition header or a multipart form's file field); every answer
+that refuses says why in JSON: {"error": code, "message": ...}.
+
+Before the course staff publish the grades, a student reads of a graded
+submission only what publication.py made for that (no answer key, no hidden
+case); a student token asks for a check, and for a grading only where the
+course allows it (students_may_grade)."""
 
 from __future__ import annotations
 
 import json
 import re
 from contextlib import asynccontextmanager
+from email.message import Message
 from typing import Optional
 
 from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from psycopg_pool import ConnectionPool
+from starlette.formparsers import MultiPartParser
 
 from ...grading.options import CHECK_SEED, fresh_seed
 from ...spec.assignment import load_assignment
@@ -20,6 +28,7 @@ from ...system.paths import ASSIGNMENT_FILE
 from . import records
 from .config import ServiceConfig
 from .dashboard import add_dashboard
+from .publication import visible_tests
 from .queue import make_app
 from .uploads import UploadLimits, UploadRefused, read_upload
 
@@ -34,22 +43,8 @@ RESULT_FILES = {
     "grade.json": ("grade_json", "application/json"),
 }
 STUDENT_ID = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
-HIDDEN_NOTE = ("Some tests, and the total, are shown here once the course staff publish the grades (the "
-               "dashboard's Publish); the course staff see them now.")
-
-
-def for_student(results_json: str) -> str:
-    """Gradescope's results as a student may read them before grades are
-    published: the tests marked visible, without the total they would give away."""
-    doc = json.loads(results_json)
-    tests = doc.get("tests", [])
-    shown = [t for t in tests if t.get("visibility", doc.get("visibility", "visible")) == "visible"]
-    if len(shown) == len(tests):
-        return results_json
-    kept = {k: v for k, v in doc.items() if k not in ("score", "tests", "leaderboard")}
-    kept["tests"] = shown
-    kept["output"] = (str(doc.get("output", "")) + "\n\n" + HIDDEN_NOTE).strip()
-    return json.dumps(kept)
+DEFAULT_FILENAME = "hand-in.zip"  # an upload without a name: told by its bytes (uploads.py)
+PUBLISHED_LATER = "shown when the course staff publish the grades"
 
 
 def grade_json_for_student(grade_json: str) -> str:
@@ -109,33 +104,57 @@ def create_app(config: ServiceConfig, database_url: str, root):
             refuse(404, "no_such_submission", f"no submission {submission_id} of yours")
         return row
 
-    def view(conn, row: dict) -> dict:
+    def view(conn, row: dict, who: records.Caller) -> dict:
         sid = str(row["id"])
+        unpublished = who.role == "student" and row["mode"] == "grade"
+        stage = row["stage"]
+        if unpublished:
+            stage = stage.split(":", 1)[0]  # the part's name; what its cases did is for publication
         found = {"id": sid, "student": row["student"], "mode": row["mode"], "state": row["state"],
-                 "stage": row["stage"], "created_at": row["created_at"].isoformat(),
+                 "stage": stage, "created_at": row["created_at"].isoformat(),
                  "finished_at": row["finished_at"].isoformat() if row["finished_at"] else None}
         if row["state"] == "queued":
             position = records.queue_position(conn, sid)
             each = records.seconds_per_grading(conn)
             found.update(position=position, eta_s=round(position * each, 1) if position and each else None)
+            found.update(waiting_for_workers(records.workers(conn)))
         if row["state"] == "failed":
             found["message"] = ("the grader could not grade this submission: not a problem with your work; "
                                 "the course staff can see why")
         if row["state"] == "done":
-            found["results"] = {name: f"{API}/submissions/{sid}/{name}" for name in RESULT_FILES}
+            result = records.result_row(conn, sid) or {}
+            hidden = unpublished and not records.published(conn)
+            found["results"] = {name: f"{API}/submissions/{sid}/{name}" for name in RESULT_FILES
+                                if readable_file(name, row, result, who, hidden)}
         return found
 
     @app.get(f"{API}/health")
-    def health() -> dict:
-        with state["pool"].connection() as conn:
-            conn.execute("SELECT 1")
-        return {"ok": True, "assignment": assignment.name}
+    def health():
+        """Whether the service can grade: its database, the workers with their
+        states, and the queue's age. 503 when it cannot grade at all, so a
+        monitor can alert; `ok` is false, with the problems, whenever one
+        needs the staff (an unhealthy worker too)."""
+        try:
+            with state["pool"].connection() as conn:
+                fleet, queue = records.workers(conn), records.queue_age(conn)
+        except Exception as e:  # noqa: BLE001 - a pool timeout or a database error: either is "cannot grade"
+            return JSONResponse({"ok": False, "assignment": assignment.name,
+                                 "problems": [f"the database cannot be reached ({type(e).__name__})"]},
+                                status_code=503)
+        can_grade = any(w["live"] for w in fleet)
+        problems = ([] if can_grade else [no_worker_words(fleet)]) + [
+            f"worker {w['name']} is unhealthy: {w['reason']}" for w in fleet
+            if w["state"] == "unhealthy" and w["silent_s"] < records.SILENT_AFTER_S]
+        return JSONResponse({"ok": not problems, "assignment": assignment.name, "problems": problems,
+                             "workers": fleet, "queue": queue}, status_code=200 if can_grade else 503)
 
     @app.post(f"{API}/submissions", status_code=202)
     async def submit(request: Request, mode: str = Query("check"), student: Optional[str] = Query(None),
-                     filename: str = Query("hand-in.zip"), authorization: Optional[str] = Header(None),
+                     filename: Optional[str] = Query(None), authorization: Optional[str] = Header(None),
                      idempotency_key: Optional[str] = Header(None)):
-        """Submit a hand-in (the request's body) to be checked or graded."""
+        """Submit a hand-in to be checked or graded: the request's body (named by
+        ?filename= or a Content-Disposition header), or the `file` field of a
+        multipart/form-data body (named by its file name)."""
         if mode not in MODES:
             refuse(400, "bad_mode", f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         declared = request.headers.get("content-length")
@@ -148,7 +167,26 @@ def create_app(config: ServiceConfig, database_url: str, root):
                 refuse(413, "too_large", f"the upload is over {limits.max_upload_bytes:,} bytes")
         if idempotency_key is not None and not (0 < len(idempotency_key) <= 200):
             refuse(400, "bad_idempotency_key", "an Idempotency-Key has 1 to 200 characters")
-        return _accept(bytes(body), mode, student, filename, authorization, idempotency_key)
+        content, named = await upload_of(request, bytes(body))
+        return _accept(content, mode, student, filename or named or DEFAULT_FILENAME, authorization,
+                       idempotency_key)
+
+    async def upload_of(request: Request, body: bytes) -> tuple:
+        """(the hand-in's bytes, its name or None) from the body as it came."""
+        kind = request.headers.get("content-type", "")
+        if kind.split(";", 1)[0].strip().lower() != "multipart/form-data":
+            return body, header_filename(request.headers.get("content-disposition"))
+        async def read_already():  # the body, read and bounded above, is all the parser gets
+            yield body
+
+        try:
+            form = await MultiPartParser(request.headers, read_already(), max_files=1, max_fields=5).parse()
+        except Exception as e:  # noqa: BLE001 - the parser's errors for a malformed form
+            refuse(400, "bad_form", f"the multipart form cannot be read ({' '.join(str(e).split())[:200]})")
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            refuse(400, "bad_form", "a multipart form sends the hand-in as the file field named `file`")
+        return await upload.read(), upload.filename
 
     def _accept(body: bytes, mode: str, student: Optional[str], filename: str, authorization: Optional[str],
                 idempotency_key: Optional[str]):
@@ -157,6 +195,9 @@ def create_app(config: ServiceConfig, database_url: str, root):
             if who.role == "student":
                 if student not in (None, who.student):
                     refuse(403, "not_yours", "a student token submits for its own student only")
+                if mode == "grade" and not config.students_may_grade:
+                    refuse(403, "grade_not_allowed", "a student token asks for checks (mode=check); gradings come "
+                                                     "from your course's platform when you hand in")
                 student = who.student
             elif not student:
                 refuse(400, "no_student", "a course or staff token names the student: ?student=ID")
@@ -176,20 +217,22 @@ def create_app(config: ServiceConfig, database_url: str, root):
                                           fresh_seed() if mode == "grade" else CHECK_SEED, idempotency_key,
                                           priority)
             records.replace_older(conn, state["queue"], accepted.replaced)
-            found = view(conn, records.submission_row(conn, accepted.id))
+            found = view(conn, records.submission_row(conn, accepted.id), who)
         return JSONResponse(found, status_code=202 if accepted.created else 200)
 
     @app.get(f"{API}/submissions/{{submission_id}}")
     def status(submission_id: str, authorization: Optional[str] = Header(None)) -> dict:
         with state["pool"].connection() as conn:
-            return view(conn, readable(conn, caller(conn, authorization), submission_id))
+            who = caller(conn, authorization)
+            return view(conn, readable(conn, who, submission_id), who)
 
     @app.delete(f"{API}/submissions/{{submission_id}}")
     def cancel(submission_id: str, authorization: Optional[str] = Header(None)) -> dict:
         with state["pool"].connection() as conn:
-            readable(conn, caller(conn, authorization), submission_id)
+            who = caller(conn, authorization)
+            readable(conn, who, submission_id)
             records.cancel(conn, state["queue"], submission_id)
-            return view(conn, records.submission_row(conn, submission_id))
+            return view(conn, records.submission_row(conn, submission_id), who)
 
     @app.get(f"{API}/submissions/{{submission_id}}/{{name}}")
     def result_file(submission_id: str, name: str, authorization: Optional[str] = Header(None)):
@@ -199,23 +242,71 @@ def create_app(config: ServiceConfig, database_url: str, root):
             who = caller(conn, authorization)
             row = readable(conn, who, submission_id)
             result = records.result_row(conn, submission_id)
-            published = records.published(conn)
-        # grade.json holds every case, the hidden ones too: a student reads it of a check only.
-        if name == "grade.json" and who.role == "student" and row["mode"] != "check":
-            refuse(404, "no_such_file", "grade.json of a graded submission is for the course staff")
+            unpublished = who.role == "student" and row["mode"] == "grade" and not records.published(conn)
         if result is None:
             refuse(409, "not_graded_yet", f"submission {submission_id} is {row['state']}: no results yet")
+        if not readable_file(name, row, result, who, unpublished):
+            refuse(404, "no_such_file", f"this grading has no {name} for you"
+                   + (f" ({PUBLISHED_LATER})" if unpublished else ""))
         column, media = RESULT_FILES[name]
-        value = result[column]
-        if value is None:
-            refuse(404, "no_such_file", f"this grading has no {name}")
+        # Until publication a student reads a grading as publication.py made it for them.
+        kept = (result["unpublished"] or {}).get(column) if unpublished else None
+        value = kept if kept is not None else result[column]
         if media == "application/json" and not isinstance(value, (str, bytes)):
             value = json.dumps(value)
-        if name == "results.json" and who.role == "student" and not published:
-            value = for_student(value)
+        if name == "results.json" and unpublished:
+            value = visible_tests(value)
         if name == "grade.json" and who.role == "student":
             value = grade_json_for_student(value)
         return Response(value if isinstance(value, (bytes, str)) else bytes(value), media_type=media)
 
     add_dashboard(app, state, database_url, limits)  # the staff's HTML pages under /staff
     return app
+
+
+def readable_file(name: str, row: dict, result: dict, who: records.Caller, unpublished: bool) -> bool:
+    """Whether this grading has `name` for this caller: the plot only where one
+    was drawn; grade.json (every case, the key) for a student of a check only;
+    before publication, only what publication.py made for the student."""
+    column, _ = RESULT_FILES[name]
+    if result.get(column) is None:
+        return False
+    if name == "grade.json":
+        return who.role != "student" or row["mode"] == "check"
+    if unpublished and column != "plot_png":
+        # A grading recorded before these files were kept: its visible tests only (result_file).
+        return bool((result.get("unpublished") or {}).get(column)) or name == "results.json"
+    return True
+
+
+def waiting_for_workers(fleet: list) -> dict:
+    """What a queued submission's state says of the workers: how many can grade now, and, where none can, why."""
+    ready = sum(1 for w in fleet if w["live"])
+    return {"workers_ready": ready, **({"no_worker": no_worker_words(fleet)} if not ready else {})}
+
+
+def no_worker_words(fleet: list) -> str:
+    """"no worker is ready to grade: the last was heard from 12 min ago" and the like."""
+    heard = [w["silent_s"] for w in fleet]
+    if not heard:
+        return "no worker has connected to the grading service yet"
+    return f"no worker is ready to grade: the last was heard from {_ago(min(heard))}"
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 90:
+        return f"{seconds} s ago"
+    if seconds < 5400:
+        return f"{seconds // 60} min ago"
+    return f"{seconds // 3600} h ago" if seconds < 172800 else f"{seconds // 86400} days ago"
+
+
+def header_filename(disposition: Optional[str]) -> Optional[str]:
+    """The file name a Content-Disposition header gives (RFC 6266, filename* too), or None."""
+    if not disposition:
+        return None
+    header = Message()
+    header["content-disposition"] = disposition
+    name = header.get_filename()
+    return str(name) if name else None

@@ -16,6 +16,8 @@ from .uploads import HandIn
 ROLES = ("student", "course", "staff")
 FINISHED = ("done", "failed", "cancelled", "replaced")
 THROUGHPUT_WINDOW = 20  # the last gradings whose times give an ETA
+# A worker beats its heart every few seconds: two minutes without a beat is a worker gone, not a hiccup.
+SILENT_AFTER_S = 120
 
 
 def hash_token(token: str) -> str:
@@ -173,3 +175,28 @@ def publish(conn, token_hash: str, on: bool) -> None:
                      (token_hash,))
     else:
         conn.execute("DELETE FROM tilelab_publication")
+
+
+def workers(conn) -> list:
+    """Every worker the service has seen: name, GPU, state, reason (why it is
+    unhealthy, or a note beside ready), submissions in flight, seconds since
+    its last heartbeat, and whether it can take a submission now (ready, and
+    heard from lately)."""
+    cur = conn.execute(
+        "SELECT name, gpu_name, state, reason, in_flight, extract(epoch FROM now() - last_seen)::float AS silent_s "
+        "FROM tilelab_workers ORDER BY name")
+    names = [c.name for c in cur.description]
+    rows = [dict(zip(names, row)) for row in cur.fetchall()]
+    for row in rows:
+        row["silent_s"] = round(row["silent_s"], 1)
+        row["live"] = row["state"] == "ready" and row["silent_s"] < SILENT_AFTER_S
+    return rows
+
+
+def queue_age(conn) -> dict:
+    """How many submissions wait and run, and how long the oldest has waited (seconds, None: none waits)."""
+    queued, running, oldest = conn.execute(
+        "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'), "
+        "extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'queued'))::float "
+        "FROM tilelab_submissions WHERE state IN ('queued', 'running')").fetchone()
+    return {"queued": queued, "running": running, "oldest_queued_s": round(oldest, 1) if oldest is not None else None}

@@ -59,6 +59,13 @@ CREATE TABLE IF NOT EXISTS tilelab_results (
     graded_by        text NOT NULL,
     graded_at        timestamptz NOT NULL DEFAULT now()
 );
+-- What a student reads of a grading (mode grade) before the staff publish:
+-- the report, results.json and prairielearn.json without the answer key's
+-- verdicts or the hidden cases (publication.py). NULL for a check.
+ALTER TABLE tilelab_results ADD COLUMN IF NOT EXISTS unpublished jsonb;
+-- What ran, in a few words, where a score would mislead: a check (public
+-- cases only) or a grading without a GPU (built only).
+ALTER TABLE tilelab_results ADD COLUMN IF NOT EXISTS outcome text;
 
 CREATE TABLE IF NOT EXISTS tilelab_workers (
     name         text PRIMARY KEY,                 -- host:gpu
@@ -67,7 +74,7 @@ CREATE TABLE IF NOT EXISTS tilelab_workers (
     gpu_name     text,
     gpu_uuid     text,
     calibration  text,                             -- the fingerprint of its speed basis
-    state        text NOT NULL,                    -- starting, ready, stopped
+    state        text NOT NULL,                    -- starting, ready, unhealthy, stopped
     in_flight    integer NOT NULL DEFAULT 0,
     graded       integer NOT NULL DEFAULT 0,
     failed       integer NOT NULL DEFAULT 0,
@@ -82,3 +89,7 @@ CREATE TABLE IF NOT EXISTS tilelab_publication (
     published_at  timestamptz NOT NULL DEFAULT now(),
     token_hash    text NOT NULL REFERENCES tilelab_tokens (token_hash)
 );
+
+-- Why a worker is unhealthy (it takes no jobs), or what a ready one wants the
+-- staff to know (too few sandbox users, a slot waiting for leftovers to end).
+ALTER TABLE tilelab_workers ADD COLUMN IF NOT EXISTS reason text;

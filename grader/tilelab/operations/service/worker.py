@@ -1,9 +1,18 @@
 """`tilelab worker`: grades the queue's submissions on one GPU (or none),
 several in flight as `tilelab batch` grades them, through the one grading
-entry. It calibrates its GPU as it starts and reports its state, GPU,
-calibration and throughput in tilelab_workers; a worker that dies has its
-jobs taken up again by another (procrastinate's stalled jobs), and the
-results table takes each submission's grade once."""
+entry. It reports its state, GPU, calibration and throughput in
+tilelab_workers; a worker that dies has its jobs taken up again by another
+(procrastinate's stalled jobs), and the results table takes each
+submission's grade once.
+
+It fails safe (worker_health.py): a worker whose environment cannot grade
+(sandbox refused, a tool missing, the GPU gone, calibration failed) says it
+is unhealthy and why, puts back the job that found it out, takes none until
+it can grade again, and checks again every RETRY_S. Each grading runs as a
+sandbox user this worker holds alone on the host (system/sandbox_users.py);
+what a grading leaves running is ended before the next, and a slot whose
+leftovers cannot be ended waits until they are gone.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +23,11 @@ import json
 import logging
 import os
 import queue
+import signal
 import socket
 import tempfile
 import threading
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +35,18 @@ from typing import Optional
 
 from ...grading.options import GradeOptions, build_jobs_each
 from ...spec.assignment import load_assignment
-from ...system.paths import ASSIGNMENT_FILE, tool_path
+from ...system.paths import ASSIGNMENT_FILE
 from ...system.sandbox import sandbox_for_this_process
-from ..batch.scheduler import in_flight_for, worker_slots
+from ...system.sandbox_users import ended_leftovers, leftovers_words
+from ..batch.scheduler import hold_slots, worker_slots
 from ..grading_run import EXIT_GRADED, Outputs, run_grading
+from . import worker_health
+from .publication import unpublished_files
 from .queue import QUEUE, TASK, make_app
+from .worker_health import EnvironmentFault
 
 HEARTBEAT_S = 10.0
+PUT_BACK_S = 5  # a job put back waits this long, so that a worker that is stopping does not take it again
 log = logging.getLogger("tilelab.worker")
 
 
@@ -43,106 +59,178 @@ class WorkerSettings:
     in_flight: Optional[int] = None  # default: batch's, as the sandbox users allow
     scratch: Optional[Path] = None  # where hand-ins are unpacked and graded (default: a temporary folder)
     stalled_after_s: float = 30.0
+    worker_name: Optional[str] = None  # default: HOST:GPU (HOST:cpu without one)
 
     @property
     def name(self) -> str:
-        return f"{socket.gethostname()}:{self.gpu if self.gpu is not None else 'cpu'}"
+        return self.worker_name or f"{socket.gethostname()}:{self.gpu if self.gpu is not None else 'cpu'}"
 
 
 class Worker:
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
-        if settings.gpu is not None:
-            os.environ["CUDA_VISIBLE_DEVICES"] = settings.gpu
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ""  # no GPU: whatever this host has, the worker does not use it
+        # No GPU: whatever this host has, the worker does not use it.
+        os.environ["CUDA_VISIBLE_DEVICES"] = settings.gpu if settings.gpu is not None else ""
         self.assignment = load_assignment(settings.root / ASSIGNMENT_FILE)
-        sandbox = sandbox_for_this_process()
-        gpus = [settings.gpu] if settings.gpu is not None else []
-        self.in_flight, note = in_flight_for(gpus, sandbox, settings.in_flight)
-        if note:
-            log.warning(note)
-        slots = worker_slots(gpus, self.in_flight, sandbox, self.in_flight)
+        self.in_flight = 1
         self.slots: "queue.Queue" = queue.Queue()
-        for slot in slots:
-            self.slots.put(slot)
+        self._held: list = []  # the sandbox users this worker holds, host-wide (empty until it first can grade)
+        self._waiting: dict = {}  # slot -> the leftover processes it waits for
+        self._note = ""  # for the staff beside a ready state (too few sandbox users, a slot waiting)
         self.scratch = Path(settings.scratch or tempfile.mkdtemp(prefix="tilelab-worker-"))
         self.scratch.chmod(0o711)  # sandbox users pass through to the hand-in being graded, and list nothing
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # the worker is to end (a signal)
+        self._problem: Optional[str] = None  # why the worker stopped taking jobs
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._unhealthy: Optional[asyncio.Event] = None
+        self._started: dict = {}  # submission -> when this worker took it (time.monotonic), for its log line
 
     # ------------------------------------------------------------ lifecycle
 
     def run(self) -> None:
-        """Registers, calibrates, then grades until stopped (SIGINT/SIGTERM: the
-        gradings under way finish first)."""
+        """Registers, then grades until stopped (SIGINT, SIGTERM: the gradings
+        under way finish first), unhealthy whenever its environment cannot grade."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self._stop.set())
+        self._record("INSERT INTO tilelab_workers (name, host, gpu, state, in_flight) VALUES (%s, %s, %s, "
+                     "'starting', %s) ON CONFLICT (name) DO UPDATE SET state = 'starting', reason = NULL, in_flight "
+                     "= EXCLUDED.in_flight, started_at = now(), last_seen = now()",
+                     (self.settings.name, socket.gethostname(), self.settings.gpu or "", 0))
+        beat = threading.Thread(target=self._heartbeat, name="tilelab-worker-heartbeat", daemon=True)
+        beat.start()
+        from procrastinate import RetryStrategy
+
+        app = make_app(self.settings.database_url)
+        # Only a fault of this worker's environment puts a job back; a hand-in's own outcome is recorded.
+        app.task(name=TASK, queue=QUEUE, retry=RetryStrategy(retry_exceptions=[EnvironmentFault],
+                                                             wait=PUT_BACK_S))(self.grade)
+        try:
+            while not self._stop.is_set():
+                health = self._check()
+                if health.problem is not None:
+                    self._record("UPDATE tilelab_workers SET state = 'unhealthy', reason = %s, last_seen = now() "
+                                 "WHERE name = %s", (health.problem[:1000], self.settings.name))
+                    log.warning("unhealthy, taking no jobs: %s (checking again in %.0f s)", health.problem,
+                                worker_health.RETRY_S)
+                    self._stop.wait(worker_health.RETRY_S)
+                    continue
+                facts = health.facts
+                self._record("UPDATE tilelab_workers SET state = 'ready', reason = %s, in_flight = %s, gpu_name = %s, "
+                             "gpu_uuid = %s, calibration = %s, last_seen = now() WHERE name = %s",
+                             (self._note or None, self.in_flight, facts.get("gpu_name"), facts.get("gpu_uuid"),
+                              facts.get("calibration"), self.settings.name))
+                log.info("ready: %d in flight%s", self.in_flight,
+                         f" on {facts['gpu_name']}" if facts.get("gpu_name") else " (no GPU)")
+                self._problem = None
+                try:
+                    asyncio.run(self._serve(app))
+                except Exception as e:  # noqa: BLE001 - the queue's database went away, say: not a reason to end
+                    log.exception("the queue failed")
+                    self._problem = f"its queue failed: {type(e).__name__}: {e}"
+                    self._stop.wait(worker_health.RETRY_S)
+                if self._problem is None:
+                    break  # stopped by a signal
+        finally:
+            self._stop.set()
+            self._record("UPDATE tilelab_workers SET state = 'stopped' WHERE name = %s", (self.settings.name,))
+            for held in self._held:
+                held.release()
+
+    def _check(self) -> worker_health.Health:
+        """The environment; the first time it can grade, the sandbox users this worker holds."""
+        health = worker_health.check(self.settings.root, self.settings.build_dir, self.assignment,
+                                     self.settings.gpu, self.scratch)
+        if health.problem is None and not self._held:
+            gpus = [self.settings.gpu] if self.settings.gpu is not None else []
+            try:
+                sandbox = sandbox_for_this_process()
+                self.in_flight, note, self._held = hold_slots(gpus, 1, sandbox, self.settings.in_flight)
+            except Exception as e:  # noqa: BLE001 - a TilelabError names the fix; anything else is as much the host's
+                return worker_health.Health(str(e))
+            self._note = note or ""
+            if note:
+                log.warning(note)
+            for slot in worker_slots(gpus, 1, sandbox, self.in_flight, users=[h.sandbox for h in self._held]):
+                self.slots.put(slot)
+        return health
+
+    async def _serve(self, app) -> None:
+        """Takes jobs until a signal stops the worker or a grading finds its environment broken."""
+        self._loop = asyncio.get_running_loop()
+        self._unhealthy = asyncio.Event()
+        async with app.open_async():
+            serving = asyncio.create_task(app.run_worker_async(
+                queues=[QUEUE], concurrency=self.in_flight, name=self.settings.name,
+                stalled_worker_timeout=self.settings.stalled_after_s,
+                update_heartbeat_interval=min(HEARTBEAT_S, self.settings.stalled_after_s / 3)))
+            broken = asyncio.create_task(self._unhealthy.wait())
+            await asyncio.wait({serving, broken}, return_when=asyncio.FIRST_COMPLETED)
+            if broken.done():
+                serving.cancel()  # a graceful stop: the gradings under way in other slots finish first
+            else:
+                broken.cancel()
+            try:
+                await serving
+            except asyncio.CancelledError:
+                pass
+
+    def _fall_ill(self, problem: str) -> None:
+        """From a grading's thread: stop taking jobs, and check again later."""
+        self._problem = problem
+        log.warning("unhealthy: %s", problem)
+        if self._loop is not None and self._unhealthy is not None:
+            self._loop.call_soon_threadsafe(self._unhealthy.set)
+
+    def _record(self, sql: str, params: tuple) -> None:
         import psycopg
 
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-            conn.execute("INSERT INTO tilelab_workers (name, host, gpu, state, in_flight) VALUES (%s, %s, %s, "
-                         "'starting', %s) ON CONFLICT (name) DO UPDATE SET state = 'starting', in_flight = "
-                         "EXCLUDED.in_flight, started_at = now(), last_seen = now()",
-                         (self.settings.name, socket.gethostname(), self.settings.gpu or "", self.in_flight))
-            facts = self.calibrate()
-            conn.execute("UPDATE tilelab_workers SET state = 'ready', gpu_name = %s, gpu_uuid = %s, calibration = %s, "
-                         "last_seen = now() WHERE name = %s", (facts.get("gpu_name"), facts.get("gpu_uuid"),
-                                                              facts.get("calibration"), self.settings.name))
-        beat = threading.Thread(target=self._heartbeat, name="tilelab-worker-heartbeat", daemon=True)
-        beat.start()
-        app = make_app(self.settings.database_url)
-        app.task(name=TASK, queue=QUEUE)(self.grade)
-        try:
-            app.run_worker(queues=[QUEUE], concurrency=self.in_flight, name=self.settings.name,
-                           stalled_worker_timeout=self.settings.stalled_after_s,
-                           update_heartbeat_interval=min(HEARTBEAT_S, self.settings.stalled_after_s / 3))
-        finally:
-            self._stop.set()
-            with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-                conn.execute("UPDATE tilelab_workers SET state = 'stopped' WHERE name = %s", (self.settings.name,))
-
-    def calibrate(self) -> dict:
-        """The GPU's facts and the fingerprint of its speed basis, measured now
-        (cached per GPU); empty without a GPU."""
-        from ...grading import calibration, gpu_ceilings
-
-        if self.settings.gpu is None:
-            return {}
-        tool = tool_path(self.settings.build_dir, gpu_ceilings.TOOL_NAME)
-        try:
-            device = gpu_ceilings.device_info(tool)
-            ceilings = gpu_ceilings.get_ceilings(tool, device=device)
-        except gpu_ceilings.RooflineError as e:
-            log.warning("no GPU to calibrate: %s", e)
-            return {}
-        facts = {"gpu_name": device.get("name"), "gpu_uuid": device.get("uuid")}
-        if calibration.has_references(self.settings.build_dir, self.assignment):
-            try:
-                basis, _ = calibration.get_calibration(self.settings.build_dir, self.assignment, device,
-                                                       tool_path(self.settings.build_dir, "tilelab-verify"))
-                facts["calibration"] = basis.summary(self.assignment, ceilings).get("fingerprint")
-            except calibration.CalibrationError as e:
-                log.warning("calibration failed: %s", e)
-        return facts
+            conn.execute(sql, params)
 
     def _heartbeat(self) -> None:
-        """Says this worker is alive, and gives the jobs of workers that are
-        not (killed mid-grading, their host gone) back to the queue."""
-        import psycopg
-
+        """Says this worker is alive, gives the jobs of workers that are not
+        (killed mid-grading, their host gone) back to the queue, and takes
+        back a slot once its leftovers are gone."""
         while not self._stop.wait(min(HEARTBEAT_S, self.settings.stalled_after_s / 3)):
             try:
-                with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-                    conn.execute("UPDATE tilelab_workers SET last_seen = now() WHERE name = %s",
-                                 (self.settings.name,))
+                self._release_cleared_slots()
+                self._record("UPDATE tilelab_workers SET last_seen = now(), reason = CASE WHEN state = 'ready' "
+                             "THEN %s ELSE reason END WHERE name = %s", (self._ready_note(), self.settings.name))
                 asyncio.run(retry_stalled_jobs(self.settings.database_url, self.settings.stalled_after_s))
             except Exception as e:  # noqa: BLE001 - a database away for a moment: the next beat tries again
                 log.warning("heartbeat: %s", e)
+
+    def _ready_note(self) -> Optional[str]:
+        notes = [self._note] + [leftovers_words(slot.sandbox, pids) for slot, pids in list(self._waiting.items())]
+        return "; ".join(n for n in notes if n) or None
+
+    def _release_cleared_slots(self) -> None:
+        for slot in list(self._waiting):
+            left = ended_leftovers(slot.sandbox)
+            if left:
+                self._waiting[slot] = left
+            else:
+                del self._waiting[slot]
+                log.info("%s is clean again: its slot grades again", slot.sandbox.user)
+                self.slots.put(slot)
+
+    def _give_back(self, slot) -> None:
+        """A slot after its grading: cleared of what the hand-in left running, or set aside until it is."""
+        left = ended_leftovers(slot.sandbox)
+        if not left:
+            self.slots.put(slot)
+            return
+        self._waiting[slot] = left
+        log.warning("%s", leftovers_words(slot.sandbox, left))
 
     # ------------------------------------------------------------ one job
 
     def grade(self, submission: str) -> None:
         """The task: grades one submission, unless it was cancelled, replaced
         or graded already; a second run of a job whose worker died grades it
-        again and the results keep the first that is written."""
+        again and the results keep the first that is written. A grading
+        that shows this worker's environment broken puts the job back
+        (EnvironmentFault: the task's retry) instead of recording it."""
         import psycopg
 
         url = self.settings.database_url
@@ -150,10 +238,10 @@ class Worker:
             row = conn.execute(
                 "UPDATE tilelab_submissions SET state = 'running', worker = %s, started_at = now(), "
                 "attempts = attempts + 1, stage = '' WHERE id = %s AND state IN ('queued', 'running') "
-                "RETURNING mode, seed, handin", (self.settings.name, submission)).fetchone()
+                "RETURNING mode, seed, handin, student", (self.settings.name, submission)).fetchone()
             if row is None:
                 return
-            mode, seed, digest = row
+            mode, seed, digest, student = row
             content, checksum = conn.execute("SELECT content, checksum FROM tilelab_handins WHERE digest = %s",
                                              (digest,)).fetchone()
             conn.execute("UPDATE tilelab_workers SET last_seen = now() WHERE name = %s", (self.settings.name,))
@@ -161,16 +249,42 @@ class Worker:
             self._finish(submission, error="the stored hand-in does not match its checksum")
             return
         slot = self.slots.get()
+        self._started[submission] = time.monotonic()
+        log.info("%s: taken (%s of %s)", submission, mode, student)
         try:
             with tempfile.TemporaryDirectory(dir=self.scratch) as tmp:
-                self._grade_in(Path(tmp), submission, mode, seed, bytes(content), slot)
+                outcome, files = self._grade_in(Path(tmp), submission, mode, seed, bytes(content), slot)
+            if worker_health.grader_failed(outcome, self.settings.gpu):
+                self._unless_healthy(submission)
+            if files is None:
+                self._finish(submission, error=outcome.error or "the grader failed")
+            else:
+                self._finish(submission, results=files)
+        except EnvironmentFault:
+            raise
         except Exception as e:  # noqa: BLE001 - the submission must not stay "running": staff see why it failed
             log.exception("grading %s failed", submission)
+            self._unless_healthy(submission)
             self._finish(submission, error=f"the worker failed: {type(e).__name__}: {e}")
         finally:
-            self.slots.put(slot)
+            self._give_back(slot)
 
-    def _grade_in(self, tmp: Path, submission: str, mode: str, seed: int, content: bytes, slot) -> None:
+    def _unless_healthy(self, submission: str) -> None:
+        """After a grading the grader failed: when the environment is to blame,
+        the submission goes back to the queue and the worker stops taking jobs."""
+        health = worker_health.check(self.settings.root, self.settings.build_dir, self.assignment,
+                                     self.settings.gpu, self.scratch)
+        if health.problem is None:
+            return
+        self._record("UPDATE tilelab_submissions SET state = 'queued', worker = NULL, stage = '', started_at = NULL "
+                     "WHERE id = %s AND state = 'running'", (submission,))
+        self._started.pop(submission, None)
+        log.warning("%s: put back in the queue: this worker cannot grade (%s)", submission, health.problem)
+        self._fall_ill(health.problem)
+        raise EnvironmentFault(health.problem)
+
+    def _grade_in(self, tmp: Path, submission: str, mode: str, seed: int, content: bytes, slot) -> tuple:
+        """(the grading's outcome, the files to record, or None where the grader failed)."""
         from ...outputs import prairielearn
 
         hand_in, out = tmp / "hand-in", tmp / "out"
@@ -188,8 +302,7 @@ class Worker:
         outcome = run_grading(hand_in, options, Outputs(), progress=lambda stage: self._stage(submission, stage),
                               echo=lambda line: None, sandbox=slot.sandbox, gpu_lock=slot.gpu_lock)
         if outcome.code != EXIT_GRADED:
-            self._finish(submission, error=outcome.error or "the grader failed")
-            return
+            return outcome, None
         result = outcome.result
         plot = out / "roofline.png"
         files = {
@@ -200,12 +313,16 @@ class Worker:
             "report_md": (out / "report.md").read_text(), "report_html": (out / "report.html").read_text(),
             "plot_png": plot.read_bytes() if plot.exists() else None,
             "grade_json": (out / "grade.json").read_text(),
+            "unpublished": json.dumps(unpublished_files(result, hand_in, self.assignment)) if mode == "grade"
+            else None,
+            "outcome": outcome_words(result),
         }
-        self._finish(submission, results=files)
+        return outcome, files
 
     def _stage(self, submission: str, stage: str) -> None:
         import psycopg
 
+        log.info("%s: %s", submission, stage)
         with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
             conn.execute("UPDATE tilelab_submissions SET stage = %s WHERE id = %s AND state = 'running'",
                          (stage[:200], submission))
@@ -214,15 +331,23 @@ class Worker:
         """Records the outcome once: the first writer of a submission's results wins."""
         import psycopg
 
+        started = self._started.pop(submission, None)
+        took = f" in {time.monotonic() - started:.1f} s" if started is not None else ""
+        if results is not None:
+            log.info("%s: done%s, %.2f / %.2f%s", submission, took, results["score"], results["max_score"],
+                     f" on {results['gpu']}" if results["gpu"] else " (no GPU)")
+        else:
+            log.warning("%s: failed%s: %s", submission, took, error)
         with psycopg.connect(self.settings.database_url) as conn:
             if results is not None:
                 written = conn.execute(
                     "INSERT INTO tilelab_results (submission, score, max_score, gpu, results_json, prairielearn, "
-                    "report_md, report_html, plot_png, grade_json, graded_by) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-                    "%s, %s, %s, %s) ON CONFLICT (submission) DO NOTHING",
+                    "report_md, report_html, plot_png, grade_json, unpublished, outcome, graded_by) VALUES (%s, %s, "
+                    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (submission) DO NOTHING",
                     (submission, results["score"], results["max_score"], results["gpu"], results["results_json"],
                      results["prairielearn"], results["report_md"], results["report_html"], results["plot_png"],
-                     results["grade_json"], self.settings.name)).rowcount
+                     results["grade_json"], results["unpublished"], results["outcome"],
+                     self.settings.name)).rowcount
                 conn.execute("UPDATE tilelab_submissions SET state = 'done', stage = '', finished_at = now() "
                              "WHERE id = %s AND state = 'running'", (submission,))
                 conn.execute("UPDATE tilelab_workers SET graded = graded + %s, last_seen = now() WHERE name = %s",
@@ -232,6 +357,19 @@ class Worker:
                              "finished_at = now() WHERE id = %s AND state = 'running'", (error, submission))
                 conn.execute("UPDATE tilelab_workers SET failed = failed + 1, last_seen = now() WHERE name = %s",
                              (self.settings.name,))
+
+
+def outcome_words(result) -> str:
+    """What ran, where the score would mislead the staff's dashboard: a check
+    scores its public cases only, a grading without a GPU built the parts
+    and ran none. "" for a grading on a GPU, whose score says it."""
+    built = sum(p.stages["build"].status == "passed" for p in result.parts)
+    if not result.gpu:
+        return f"no GPU: {built} of {len(result.parts)} parts built, none run" if result.parts else "no GPU"
+    if result.mode == "check":
+        public = [c for p in result.parts for c in p.cases if c.set == "public"]
+        return f"check: {sum(c.passed for c in public)} of {len(public)} public cases passed"
+    return ""
 
 
 async def retry_stalled_jobs(url: str, stalled_after_s: float) -> int:

@@ -1,0 +1,111 @@
+"""What a student may read of a grading before the course staff publish the
+grades (the dashboard's Publish): nothing that depends on the answer key or
+on the hidden cases beyond what Gradescope shows of its visible tests.
+
+A worker that grades a submission (mode grade) keeps, beside the full
+results, the files a student reads until publication (unpublished_files),
+all made from one redacted result (before_publication):
+- the public cases only, their points and the part's checks and speed, as
+  Gradescope's visible tests show them; no hidden case, not even its count
+  passed, and no correctness summary a hidden run could have written;
+- the answers read for form only, as a check reads them: each answer as
+  read, never right or wrong, and no points;
+- no total, no time taken and no staff notes.
+A student who probes the key by submitting each choice in turn reads the
+same pages for every choice (tests/python/test_service_publication.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from pathlib import Path
+
+from ...grading.answers import NOT_GRADED_HERE, AnswersResult, grade_answers
+from ...grading.answers_file import ANSWERS_FILE
+from ...grading.model import GradeResult, PartResult
+from ...grading.scoring import case_points
+from ...outputs import gradescope, prairielearn
+from ...outputs.report import write_reports
+from ...spec.assignment import Assignment
+
+WHEN = "when the course staff publish the grades"
+ANSWERS_LATER = f"your answers are graded; whether each is right, and its points, are shown {WHEN}"
+NOTE = (f"This is your grading as it stands before the course staff publish the grades: the public cases, the "
+        f"checks and the speed of each part, and your answers as they were read. The hidden cases, your answers' "
+        f"results and your score are shown {WHEN}.")
+# The files a student reads until publication, by the results table's column names.
+FILES = ("report_md", "report_html", "results_json", "prairielearn")
+
+
+def before_publication(result: GradeResult, hand_in: Path, assignment: Assignment) -> GradeResult:
+    """The grading as a student may read it before publication (see the module's note)."""
+    shown = copy.deepcopy(result)
+    shown.published = False
+    shown.seconds, shown.timings, shown.spans, shown.staff_notes = 0.0, {}, {}, []
+    shown.notes = [NOTE, *shown.notes]
+    for part in shown.parts:
+        _public_only(part)
+    if shown.answers is not None:
+        shown.answers = _read_for_form(hand_in / ANSWERS_FILE, assignment)
+    return shown
+
+
+def _public_only(part: PartResult) -> None:
+    """The part's public cases and the points they are worth, as if it had no hidden ones."""
+    per_case = case_points(part.correctness_max, len(part.cases))
+    public = [c for c in part.cases if c.set == "public"]
+    part.cases, part.hidden_total = public, 0
+    part.correctness_max = round(per_case * len(public), 4)
+    part.correctness_score = 0.0 if part.withheld_by else round(per_case * sum(c.passed for c in public), 4)
+    correctness = part.stages["correctness"]
+    if correctness.status in ("passed", "failed") and public:
+        failed = [c.name for c in public if not c.passed]
+        correctness.status = "failed" if failed else "passed"
+        # Its summary and output may come from the hidden run (a hang, a crash): said again from the public cases.
+        correctness.summary = (f"{len(public) - len(failed)}/{len(public)} public cases passed"
+                               + (f" (failed: {', '.join(failed[:6])}{', ...' if len(failed) > 6 else ''})"
+                                  if failed else ""))
+        correctness.details = correctness.details if failed else ""
+
+
+def _read_for_form(path: Path, assignment: Assignment) -> AnswersResult:
+    """answers.yaml read as a check reads it: the answers without the key."""
+    answers = grade_answers(path, assignment.questions, None, not_graded_reason=ANSWERS_LATER)
+    for question in answers.questions:
+        question.max_score = 0.0  # what each is worth counts in the total, shown at publication
+        if question.message.endswith(NOT_GRADED_HERE):
+            question.message = question.message[:-len(NOT_GRADED_HERE)] + "."
+    return answers
+
+
+def unpublished_files(result: GradeResult, hand_in: Path, assignment: Assignment) -> dict:
+    """The files a student reads until publication: FILES -> text."""
+    shown = before_publication(result, hand_in, assignment)
+    with tempfile.TemporaryDirectory(prefix="tilelab-unpublished-") as tmp:
+        written = write_reports(shown, Path(tmp), audience="student")
+        return {
+            "report_md": written["markdown"].read_text(encoding="utf-8"),
+            "report_html": written["html"].read_text(encoding="utf-8"),
+            "results_json": visible_tests(json.dumps(gradescope.results_json(shown, assignment))),
+            "prairielearn": json.dumps(prairielearn.results(shown, assignment, written.get("plot"))),
+        }
+
+
+HIDDEN_NOTE = (f"Some tests, and the total, are shown {WHEN} (the dashboard's Publish); the course staff see them "
+               "now.")
+
+
+def visible_tests(results_json: str) -> str:
+    """Gradescope's results as a student may read them before publication:
+    the tests marked visible, without the total they would give away."""
+    doc = json.loads(results_json)
+    tests = doc.get("tests", [])
+    shown = [t for t in tests if t.get("visibility", doc.get("visibility", "visible")) == "visible"]
+    if len(shown) == len(tests):
+        return results_json
+    kept = {k: v for k, v in doc.items() if k not in ("score", "tests", "leaderboard")}
+    kept["tests"] = shown
+    kept["output"] = (str(doc.get("output", "")) + "\n\n" + HIDDEN_NOTE).strip()
+    return json.dumps(kept)
