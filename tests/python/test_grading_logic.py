@@ -5,6 +5,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from grade_fixtures import failing_boundary, passing_tiled
@@ -469,6 +470,51 @@ def test_exclusive_waits_for_shared_users_and_blocks_new_ones():
     for th in (first, t, late):
         th.join()
     assert events == ["a in", "a out", "timing", "b in", "b out"]
+
+
+def test_a_gpus_lock_holds_across_the_processes_of_a_host(tmp_path):
+    """Two graders on one host (two workers on one GPU): the other process's
+    timing waits for this one's shared runs, and a timing run of this one
+    keeps the other's shared runs out until it is done."""
+    import subprocess
+    import sys
+
+    other = """
+import sys, time
+from pathlib import Path
+from tilelab.system.gpu_lock import GpuLock
+lock = GpuLock("0", Path(sys.argv[1]))
+with getattr(lock, sys.argv[2])():
+    print("in", flush=True)
+    time.sleep(float(sys.argv[3]))
+print("out", flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "grader")}
+
+    def hold(how: str, seconds: float) -> subprocess.Popen:
+        started = subprocess.Popen([sys.executable, "-c", other, str(tmp_path), how, str(seconds)],
+                                   stdout=subprocess.PIPE, text=True, env=env)
+        assert started.stdout.readline().strip() == "in"
+        return started
+
+    mine = GpuLock("0", tmp_path)
+    timing = hold("exclusive", 0.6)
+    began = time.monotonic()
+    with mine.shared():
+        waited = time.monotonic() - began
+    assert waited > 0.4, f"a shared run began {waited:.2f} s into another process's timing"
+    assert timing.wait(timeout=10) == 0
+    sharing = hold("shared", 0.6)
+    began = time.monotonic()
+    with mine.exclusive():
+        waited = time.monotonic() - began
+    assert waited > 0.4 and sharing.wait(timeout=10) == 0
+    elsewhere = GpuLock("1", tmp_path)  # another GPU's lock is another lock
+    sharing = hold("exclusive", 0.6)
+    began = time.monotonic()
+    with elsewhere.exclusive():
+        assert time.monotonic() - began < 0.3
+    sharing.wait(timeout=10)
 
 
 def test_clip_lines_says_how_many_lines_it_left_out():

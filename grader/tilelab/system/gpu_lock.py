@@ -5,20 +5,37 @@ another kernel on the GPU would slow it down and make the speed score
 depend on what else was graded. Timing takes the GPU exclusively and waits
 until nothing else runs; while it waits, no new shared user starts, so a
 stream of short runs cannot keep it waiting for ever.
+
+A lock named after its GPU holds across processes too: every `tilelab
+worker` and `tilelab batch` on a host that grades on that GPU takes it, so
+two workers on one GPU never time side by side. Across processes it is a
+pair of lock files (flock) in paths.LOCK_DIR: the GPU's, shared or
+exclusive, and a turnstile that a timing run holds while it waits, so that
+no new shared user of another process starts meanwhile either.
 """
 
 from __future__ import annotations
 
+import fcntl
+import re
 import threading
 from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Optional
+
+from .paths import LOCK_DIR
 
 
 class GpuLock:
-    def __init__(self) -> None:
+    """`gpu`: the GPU as CUDA_VISIBLE_DEVICES names it, to share the lock with
+    the other processes on this host that grade on it; None: this process only."""
+
+    def __init__(self, gpu: Optional[str] = None, lock_dir: Path = LOCK_DIR) -> None:
         self._cond = threading.Condition()
         self._sharing = 0
         self._exclusive = False
         self._waiting_exclusive = 0
+        self._host = _HostLock(gpu, lock_dir) if gpu is not None else None
 
     @contextmanager
     def shared(self):
@@ -27,8 +44,12 @@ class GpuLock:
                 self._cond.wait()
             self._sharing += 1
         try:
+            if self._host:
+                self._host.share()
             yield
         finally:
+            if self._host:
+                self._host.unshare()
             with self._cond:
                 self._sharing -= 1
                 self._cond.notify_all()
@@ -42,8 +63,54 @@ class GpuLock:
             self._waiting_exclusive -= 1
             self._exclusive = True
         try:
+            if self._host:
+                self._host.take()
             yield
         finally:
+            if self._host:
+                self._host.give_back()
             with self._cond:
                 self._exclusive = False
                 self._cond.notify_all()
+
+
+class _HostLock:
+    """This process's hold on a GPU's lock files: the first of its threads to
+    share takes the shared lock, the last to stop gives it back. Where the
+    files cannot be opened (a user without access to LOCK_DIR), the lock is
+    this process's alone."""
+
+    def __init__(self, gpu: str, lock_dir: Path) -> None:
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", gpu)[:100] or "gpu"
+        self._gate = threading.Lock()  # one flock change at a time in this process
+        self._holders = 0
+        try:
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            self._gpu: Optional[IO] = open(lock_dir / f"gpu-{name}.lock", "a")
+            self._turnstile: Optional[IO] = open(lock_dir / f"gpu-{name}.turnstile", "a")
+        except OSError:
+            self._gpu = self._turnstile = None
+
+    def share(self) -> None:
+        with self._gate:
+            if self._holders == 0 and self._gpu is not None:
+                fcntl.flock(self._turnstile, fcntl.LOCK_EX)  # behind any timing run that waits
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+                fcntl.flock(self._gpu, fcntl.LOCK_SH)
+            self._holders += 1
+
+    def unshare(self) -> None:
+        with self._gate:
+            self._holders -= 1
+            if self._holders == 0 and self._gpu is not None:
+                fcntl.flock(self._gpu, fcntl.LOCK_UN)
+
+    def take(self) -> None:
+        if self._gpu is not None:
+            fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+            fcntl.flock(self._gpu, fcntl.LOCK_EX)
+
+    def give_back(self) -> None:
+        if self._gpu is not None:
+            fcntl.flock(self._gpu, fcntl.LOCK_UN)
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)

@@ -16,6 +16,11 @@ ANSWER_KEY_PLACES = (ANSWER_KEY_FILE, BUNDLED_ANSWER_KEY_FILE)
 COMPILED_REFERENCES_DIR = "references"
 
 
+# Host-wide locks, shared by every grader process on this host: the sandbox
+# users each grading slot holds (sandbox_users.py) and each GPU's timing turn (gpu_lock.py).
+LOCK_DIR = Path(os.environ.get("TILELAB_LOCK_DIR") or ("/run/lock/tilelab" if Path("/run/lock").is_dir()
+                                                       else "/tmp/tilelab-locks"))
+
 # The grader's own programs, which every grading needs, under <build>/bin.
 GRADER_TOOLS = ("tilelab-verify", "tilelab-roofline", "tilelab-harness", "tilelab-contain")
 

@@ -5,7 +5,7 @@ the process limit is per user, so a fork bomb in one hand-in cannot starve
 the hand-ins beside it, and what one leaves behind can be ended without
 touching another's. That holds across every `tilelab worker` and `tilelab
 batch` on a host only if no two of them take the same user, so a slot holds
-its user by a lock file (flock) in LOCK_DIR for as long as it lives; the
+its user by a lock file (flock) in paths.LOCK_DIR for as long as it lives; the
 lock goes with the process that held it, however that process ends.
 
 A slot's user runs nothing between two gradings. `ended_leftovers` ends
@@ -26,11 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional
 
+from .paths import LOCK_DIR
 from .sandbox import Sandbox, slot_user
 
-# Host-wide: every grader on this host, in any process, takes its locks here.
-LOCK_DIR = Path(os.environ.get("TILELAB_LOCK_DIR", "/run/lock/tilelab" if Path("/run/lock").is_dir()
-                               else "/tmp/tilelab-locks"))
 END_PATIENCE_S = 5.0  # a process holding a GPU context takes a moment to die
 
 

@@ -101,7 +101,7 @@ def worker_slots(gpus: list, jobs: int, sandbox: Sandbox, in_flight: int = 1, us
         for i, g in enumerate(gpus):
             # The hand-ins in flight on one GPU share its lock: their correctness
             # and sanitizer runs share the GPU, their timing runs take it in turn.
-            lock = GpuLock()
+            lock = GpuLock(g)  # host-wide: another worker or batch on this GPU times in turn with these
             for slot in range(in_flight):
                 own = users[(i * in_flight + slot) % len(users)]
                 gpu_sandbox = dataclasses.replace(own, extra_env={**own.extra_env, "CUDA_VISIBLE_DEVICES": g})
