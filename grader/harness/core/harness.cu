@@ -257,11 +257,15 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
     out.stopped_slow = timing.stopped_slow;
   }
-  if (spec.profile_metrics && out.stopped_slow) {
-    // Its counters would take several more calls of a part that earns no speed points.
+  // A part stopped by the median of whole calls is profiled as any other: its counters
+  // are the hint a slow kernel needs most (an uncoalesced one, say). One whose call was
+  // ended unfinished, or took far over the budget, is not.
+  const json& stop = out.result.value("timing", json::object()).value("stop", json::object());
+  const bool ended_unfinished = out.stopped_slow && stop.value("rule", std::string()) != "median";
+  if (spec.profile_metrics && ended_unfinished) {
     CounterProfile skipped;
     skipped.status = kProfileSkipped;
-    skipped.message = "the timed calls were stopped as too slow to earn speed points: not read";
+    skipped.message = "a call ran far past the time at which speed earns no points: not read";
     out.result["profile"] = to_json(skipped);
   } else if (spec.profile_metrics) {
     // After the timed calls, so the profile's repeated calls cannot warm or slow them.
