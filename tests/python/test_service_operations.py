@@ -225,3 +225,26 @@ def test_a_worker_whose_environment_breaks_puts_its_job_back_and_a_healthy_one_g
         next(server, None)
         shutil.rmtree(place, ignore_errors=True)
     assert f"{sent['id']}: put back in the queue: this worker cannot grade" in broken_log, broken_log
+
+
+def test_a_worker_whose_sandbox_is_refused_takes_no_job_and_says_why(tmp_path, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("skipped: not root, so gradings run as this user and no sandbox user can be refused")
+    server = serving(tmp_path / "data", "")
+    svc = next(server)
+    client, tokens = svc["client"], svc["tokens"]
+    worker = None
+    try:
+        monkeypatch.setenv("TILELAB_SANDBOX_USER", "tilelab-no-such-user")
+        worker = start("worker", "--build", str(svc["build"]), "--data-dir", str(svc["data"]), "--name", "refused")
+        seen = worker_seen(client, "refused", "unhealthy")
+        assert "the sandbox cannot be used" in seen["reason"] and "'tilelab-no-such-user' does not exist" in \
+            seen["reason"], seen
+        status, sent = client.submit(tokens["alice"], {"naive.cu": NAIVE})
+        time.sleep(3)
+        state = client.json("GET", f"/api/v1/submissions/{sent['id']}", tokens["alice"])[1]
+        assert state["state"] == "queued" and state["workers_ready"] == 0, state
+    finally:
+        output = stop(worker) if worker else ""
+        next(server, None)
+    assert "unhealthy, taking no jobs: the sandbox cannot be used" in output, output
