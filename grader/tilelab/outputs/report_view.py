@@ -21,6 +21,7 @@ from .speed_words import positive
 AUDIENCES = ("student", "staff")
 # Where a student reads a grading before the course staff publish it (GradeResult.published).
 UNPUBLISHED = "shown when the course staff publish the grades"
+AT_PUBLICATION = "shown at publication"  # the same, in a table's cell
 
 MODE_WORDS = {
     "grade": "grade (public and hidden cases, fresh inputs)",
@@ -45,10 +46,10 @@ def _questions_view(answers: Optional[AnswersResult], staff: bool, published: bo
         if q.kind == "text":
             points = f"graded by a TA (up to {fmt_points_unit(q.manual_points)})"
         elif not published:
-            points = UNPUBLISHED
+            points = AT_PUBLICATION
         else:
             points = f"{fmt_points(q.score)} / {fmt_points(q.max_score)}"
-        word = QUESTION_WORDS[status] if published or status != "not_graded" else UNPUBLISHED
+        word = QUESTION_WORDS[status] if published or status != "not_graded" else "result at publication"
         row = {"id": q.id, "kind": q.kind, "answer": q.answer or "-", "status": status,
                "word": word, "marker": QUESTION_MARKERS[status], "badge": QUESTION_BADGES[status],
                "message": q.message, "points": points}
@@ -68,14 +69,14 @@ def _questions_view(answers: Optional[AnswersResult], staff: bool, published: bo
     if answers.graded:
         right = f"{sum(q.status == 'correct' for q in auto)} of {len(auto)} right"
     else:
-        right = "not graded here" if published else UNPUBLISHED
+        right = "not graded here" if published else AT_PUBLICATION
     collected = (f"{sum(q.status == 'collected' for q in written)} of {len(written)} written answers collected "
                  f"for a TA (up to {fmt_points(answers.manual_max)} points, graded by hand)") if written else ""
     return {
         "file": answers.file,
         "score": fmt_points(answers.score),
         "max_score": fmt_points(answers.max_score),
-        "points": f"{fmt_points(answers.score)} / {fmt_points(answers.max_score)}" if published else UNPUBLISHED,
+        "points": f"{fmt_points(answers.score)} / {fmt_points(answers.max_score)}" if published else AT_PUBLICATION,
         "right": right,
         "collected": collected,
         "first_problem": first_problem,
