@@ -65,3 +65,39 @@ def test_the_timeline_lists_phases_by_start_and_leaves_out_instants():
     assert [r.split()[0] for r in rows] == ["gpu", "build", "static", "correctness", "sanitizers", "speed"]
     assert rows[1].strip() == "build                     0.00 ->   2.80 s (2.80 s)"
     assert not any("launch" in r for r in rows)
+
+
+def test_the_deadlines_hand_ins_are_complete_distinct_and_the_solutions_code(tmp_path):
+    """What a benchmark's class is made of: every part file and the answers in each, every file different."""
+    from bench.handins import distinct_hand_ins
+
+    from tilelab.spec.assignment import load_assignment
+
+    parts = load_assignment(ROOT / "assignment.yaml").parts
+    made = distinct_hand_ins(ROOT, 3, tmp_path / "class", tag="run-a")
+    assert [f.name for f in made] == ["s001", "s002", "s003"]
+    for part in parts:
+        texts = [(f / part.file).read_text() for f in made]
+        assert len(set(texts)) == 3, part.file
+        solution = (ROOT / "solutions" / part.file).read_text().rstrip()
+        assert all(t.startswith(solution) and t.count("\n") == solution.count("\n") + 2 for t in texts)
+    assert (made[0] / "answers.yaml").read_text() == (ROOT / "solutions" / "answers.yaml").read_text()
+    first = (made[0] / parts[0].file).read_text()
+    again = distinct_hand_ins(ROOT, 1, tmp_path / "class", tag="run-b")  # a second run shares no file
+    assert (again[0] / parts[0].file).read_text() != first
+
+
+def test_a_class_runs_figures_follow_from_its_gradings():
+    from bench.class_bench import ClassRun, format_classes, summarize
+
+    one = ClassRun(gpus=["0"], in_flight=3, hand_ins=6, graded=6, wall_seconds=60.0,
+                   gradings=[20.0, 21.0, 22.0, 23.0, 24.0, 40.0], phases={"speed": 7.0, "build": 3.0},
+                   load={"cpu_busy": 0.95, "cpu_saturated": 0.8, "gpu_busy": {"0": 0.4}})
+    two = ClassRun(gpus=["0", "1"], in_flight=3, hand_ins=12, graded=12, wall_seconds=66.0, gradings=[25.0] * 12,
+                   phases={"speed": 8.0}, load={"cpu_busy": 1.0, "gpu_busy": {"0": 0.3, "1": 0.3}})
+    assert one.per_hour == 360.0 and one.percentile(0.5) == 23.0 and one.percentile(0.95) == 40.0
+    assert round(two.per_hour_per_gpu) == 327
+    text = format_classes([one, two])
+    assert "6 of 6 graded in 60.0 s = 360 an hour" in text and "CPUs busy 95 % (saturated 80 % of the time)" in text
+    assert "2 GPUs grade 1.82 x one GPU" in text
+    assert summarize([one, two])["ratio_to_one_gpu"] == 1.818

@@ -82,6 +82,16 @@ class Grading:
     def timed(self, phase: str):
         return self.clock.timed(phase)
 
+    @contextmanager
+    def held(self, lock, waiting: str):
+        """Holds `lock` (a GpuLock's shared() or exclusive()), the time it
+        took to get counted as the phase `waiting`: what gradings side by
+        side make each other wait."""
+        asked = time.monotonic()
+        with lock:
+            self.clock.record(waiting, asked, time.monotonic())
+            yield
+
     def close(self) -> None:
         self.trusted.close()
         if self.sandbox.switches_user:
@@ -180,6 +190,12 @@ class PhaseClock:
             with self._lock:
                 first, last = self._spans.get(phase, (start, end))
                 self._spans[phase] = (min(first, start), max(last, end))
+
+    def record(self, phase: str, start: float, end: float) -> None:
+        """A span of `phase` that ran from `start` to `end` (time.monotonic())."""
+        with self._lock:
+            first, last = self._spans.get(phase, (start - self.zero, end - self.zero))
+            self._spans[phase] = (min(first, start - self.zero), max(last, end - self.zero))
 
     def timings(self) -> dict:
         return {phase: round(end - start, 3) for phase, (start, end) in self._spans.items()}

@@ -46,7 +46,7 @@ def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration
     else:
         g.progress("speed")
         g.while_timing()
-        with g.timed("speed"), g.gpu_lock.exclusive():
+        with g.timed("speed"), g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
             for s in runnable:
                 _time_part(g, s, ceilings, basis)
 

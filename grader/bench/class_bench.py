@@ -1,0 +1,121 @@
+"""A deadline's load through `tilelab batch` (scripts/bench --class): N
+complete, distinct hand-ins (handins.py) graded on one GPU, then on every
+GPU of the host: hand-ins an hour, per GPU, each grading's wall time (p50,
+p95), where the time of a grading went (its phases, the waits for the GPU
+among them), how busy the CPUs and GPUs were, and the ratio of all GPUs to
+one. A benchmark: it asserts no time."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from tilelab.operations.batch import find_gpus, run_batch
+
+from .handins import distinct_hand_ins
+from .machine_load import MachineLoad
+
+
+@dataclass
+class ClassRun:
+    gpus: list
+    in_flight: int
+    hand_ins: int
+    graded: int
+    wall_seconds: float
+    gradings: list  # each grading's wall time, seconds
+    phases: dict  # phase -> mean seconds per grading (phases overlap)
+    load: dict = field(default_factory=dict)  # MachineLoad.figures()
+    not_graded: list = field(default_factory=list)  # "student: why"
+
+    @property
+    def per_hour(self) -> float:
+        return 3600.0 * self.graded / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    @property
+    def per_hour_per_gpu(self) -> float:
+        return self.per_hour / max(1, len(self.gpus))
+
+    def percentile(self, share: float) -> float:
+        ordered = sorted(self.gradings)
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "per_hour": round(self.per_hour, 1),
+                "per_hour_per_gpu": round(self.per_hour_per_gpu, 1),
+                "p50_s": round(self.percentile(0.5), 2), "p95_s": round(self.percentile(0.95), 2)}
+
+
+def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
+              log: Callable[[str], None]) -> ClassRun:
+    """`count` distinct complete hand-ins graded by `tilelab batch` on `gpus`."""
+    tag = f"{len(gpus)}gpu-{time.time_ns()}"
+    class_dir, results = out / f"class-{len(gpus)}gpu", out / f"results-{len(gpus)}gpu"
+    distinct_hand_ins(root, count, class_dir, tag)
+    shutil.rmtree(results, ignore_errors=True)
+    log(f"bench: {count} distinct complete hand-ins through tilelab batch on GPU {', '.join(gpus) or '(none)'}")
+    with MachineLoad() as load:
+        clock = time.monotonic()
+        summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
+                            live=False, log=log, in_flight=in_flight)
+        wall = time.monotonic() - clock
+    walls, phases, missing = [], {}, []
+    for row in summary.rows:
+        try:
+            detailed = json.loads((results / row.student / "grade.json").read_text())
+        except (OSError, ValueError):
+            missing.append(f"{row.student}: {row.status}")
+            continue
+        if not detailed.get("gpu"):
+            missing.append(f"{row.student}: graded without a GPU")
+        walls.append(float(detailed.get("seconds", 0.0)))
+        for phase, seconds in detailed.get("timings", {}).items():
+            phases[phase] = phases.get(phase, 0.0) + float(seconds)
+    n = max(1, len(walls))
+    return ClassRun(gpus=list(gpus), in_flight=summary.in_flight, hand_ins=count, graded=len(walls),
+                    wall_seconds=round(wall, 2), gradings=[round(w, 2) for w in walls],
+                    phases={p: round(s / n, 3) for p, s in sorted(phases.items(), key=lambda x: -x[1])},
+                    load=load.figures(), not_graded=missing)
+
+
+def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
+                log: Callable[[str], None]) -> list:
+    """The class on the first GPU alone, then on all of them (when there are several)."""
+    gpus = find_gpus() if gpus is None else list(gpus)
+    runs = [run_class(root, build, out, count, gpus[:1], in_flight, log)]
+    if len(gpus) > 1:
+        runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log))
+    return runs
+
+
+def format_classes(runs: list) -> str:
+    lines = ["the class: complete, distinct hand-ins through tilelab batch"]
+    for run in runs:
+        load = run.load
+        gpu_busy = ", ".join(f"GPU {i} {100 * b:.0f} %" for i, b in sorted(load.get("gpu_busy", {}).items()))
+        lines.append(
+            f"- {len(run.gpus)} GPU{'s' if len(run.gpus) != 1 else ''} ({run.in_flight} in flight each): "
+            f"{run.graded} of {run.hand_ins} graded in {run.wall_seconds:.1f} s = {run.per_hour:,.0f} an hour, "
+            f"{run.per_hour_per_gpu:,.0f} per GPU; a grading p50 {run.percentile(0.5):.1f} s, p95 "
+            f"{run.percentile(0.95):.1f} s; CPUs busy {100 * load.get('cpu_busy', 0):.0f} % (saturated "
+            f"{100 * load.get('cpu_saturated', 0):.0f} % of the time)" + (f"; {gpu_busy}" if gpu_busy else ""))
+        lines.append("  a grading's phases, mean seconds (they overlap): "
+                     + ", ".join(f"{p} {s:.2f}" for p, s in run.phases.items()))
+        for problem in run.not_graded[:5]:
+            lines.append(f"  not graded on a GPU: {problem}")
+    if len(runs) > 1 and runs[0].per_hour > 0:
+        lines.append(f"{len(runs[1].gpus)} GPUs grade {runs[1].per_hour / runs[0].per_hour:.2f} x one GPU "
+                     f"({runs[1].per_hour_per_gpu / runs[0].per_hour:.2f} of one GPU's rate per GPU)")
+    return "\n".join(lines)
+
+
+def summarize(runs: list) -> dict:
+    found = {"runs": [r.to_dict() for r in runs]}
+    if len(runs) > 1 and runs[0].per_hour > 0:
+        found["ratio_to_one_gpu"] = round(runs[1].per_hour / runs[0].per_hour, 3)
+    return found
+

@@ -1,0 +1,135 @@
+"""`scripts/bench-service` (`python -m bench.service_bench`): a deadline
+through the grading service's whole path, as a course runs it on one host:
+`tilelab serve` with its embedded PostgreSQL, a `tilelab worker` per GPU,
+and N complete, distinct hand-ins (handins.py) submitted over HTTP in mode
+grade, all at once or at a set rate. It prints hand-ins an hour, per GPU,
+submit-to-result p50 and p95, and, with --compare, the same on one GPU
+first and the ratio of all GPUs to it. A benchmark: it asserts no time.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from tilelab.grading.answers_file import ANSWERS_FILE
+from tilelab.operations.batch import find_gpus, parse_gpus
+from tilelab.spec.assignment import load_assignment
+from tilelab.system.atomic import write_atomically
+from tilelab.system.paths import find_root, unbuilt_reason
+
+from .handins import distinct_hand_ins
+from .local_service import LocalService, hand_in
+from .machine_load import MachineLoad
+
+POLL_S = 1.0
+
+
+def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
+                 rate_per_min: Optional[float], log) -> dict:
+    """One service on `gpus`, `count` hand-ins submitted; what it took."""
+    names = [p.file for p in load_assignment(root / "assignment.yaml").parts] + [ANSWERS_FILE]
+    folders = distinct_hand_ins(root, count, out / f"class-{len(gpus)}gpu", f"service-{time.time_ns()}")
+    logs = out / f"logs-{len(gpus)}gpu"
+    logs.mkdir(parents=True, exist_ok=True)
+    service = LocalService(root, build, Path(tempfile.mkdtemp(prefix="tilelab-bench-service-")), logs)
+    try:
+        service.start()
+        course = service.token("course")
+        for gpu in gpus:
+            service.add_worker(f"gpu{gpu}", gpu, in_flight)
+        workers = service.wait_ready([f"gpu{g}" for g in gpus])
+        log(f"bench-service: {len(workers)} worker(s) ready; submitting {count} hand-ins "
+            + (f"at {rate_per_min:g} a minute" if rate_per_min else "all at once"))
+        sent, started = {}, time.monotonic()
+        with MachineLoad() as load:
+            for i, folder in enumerate(folders):
+                if rate_per_min:
+                    time.sleep(max(0.0, started + i * 60.0 / rate_per_min - time.monotonic()))
+                found = service.submit(course, hand_in(folder, names), mode="grade", student=folder.name)
+                sent[found["id"]] = time.monotonic()
+            finished = wait_all(service, course, sent)
+    finally:
+        service.stop()
+    turns = sorted(finished[s][1] - sent[s] for s in sent if finished.get(s, ("", 0))[0] == "done")
+    wall = max((t for _, t in finished.values()), default=started) - started
+    per_hour = 3600.0 * len(turns) / wall if wall > 0 else 0.0
+    return {"gpus": gpus, "hand_ins": count, "graded": len(turns), "wall_s": round(wall, 1),
+            "per_hour": round(per_hour, 1), "per_hour_per_gpu": round(per_hour / max(1, len(gpus)), 1),
+            "p50_s": round(_at(turns, 0.5), 1), "p95_s": round(_at(turns, 0.95), 1),
+            "not_done": sorted({state for state, _ in finished.values() if state != "done"}),
+            "rate_per_min": rate_per_min, "load": load.figures()}
+
+
+def wait_all(service: LocalService, token: str, sent: dict, seconds: float = 3 * 3600) -> dict:
+    """submission -> (final state, when it was seen so), polling each in turn."""
+    finished, deadline = {}, time.monotonic() + seconds
+    while len(finished) < len(sent) and time.monotonic() < deadline:
+        for sid in sent:
+            if sid in finished:
+                continue
+            state = service.call_json("GET", f"/api/v1/submissions/{sid}", token)[1].get("state")
+            if state in ("done", "failed", "cancelled", "replaced"):
+                finished[sid] = (state, time.monotonic())
+        time.sleep(POLL_S)
+    return finished
+
+
+def _at(ordered: list, share: float) -> float:
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+
+def describe(run: dict) -> str:
+    gpu_busy = ", ".join(f"GPU {i} {100 * b:.0f} %" for i, b in sorted(run["load"].get("gpu_busy", {}).items()))
+    return (f"{len(run['gpus'])} GPU(s): {run['graded']} of {run['hand_ins']} graded in {run['wall_s']:.0f} s = "
+            f"{run['per_hour']:,.0f} an hour, {run['per_hour_per_gpu']:,.0f} per GPU; submit to result p50 "
+            f"{run['p50_s']:.0f} s, p95 {run['p95_s']:.0f} s; CPUs busy {100 * run['load'].get('cpu_busy', 0):.0f} %"
+            + (f"; {gpu_busy}" if gpu_busy else "") + (f"; not done: {run['not_done']}" if run["not_done"] else ""))
+
+
+@click.command()
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root (default: found).")
+@click.option("--build", "build_dir", type=click.Path(file_okay=False), default=None,
+              help="Built project tree (default: ROOT/build).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where the hand-ins, logs and service-bench.json go (default: BUILD/bench-service).")
+@click.option("--hand-ins", "count", type=click.IntRange(min=1), default=12, show_default=True,
+              help="Hand-ins per GPU.")
+@click.option("--rate", "rate_per_min", type=click.FloatRange(min=0.1), default=None,
+              help="Hand-ins a minute (default: all at once).")
+@click.option("--gpus", default=None, help="GPUs, one worker each, as for `tilelab batch` (default: all).")
+@click.option("--in-flight", type=click.IntRange(min=1), default=None, help="Per worker [default: 3].")
+@click.option("--compare", is_flag=True, help="First the same on one GPU, and the ratio of all GPUs to it.")
+def main(root: Optional[str], build_dir: Optional[str], out_dir: Optional[str], count: int,
+         rate_per_min: Optional[float], gpus: Optional[str], in_flight: Optional[int], compare: bool) -> None:
+    root_path = Path(root).resolve() if root else find_root()
+    build = Path(build_dir).resolve() if build_dir else root_path / "build"
+    unbuilt = unbuilt_reason(build)
+    if unbuilt:
+        raise click.ClickException(f"{unbuilt}: run ./scripts/bootstrap, or cmake --build {build}")
+    out = Path(out_dir).resolve() if out_dir else build / "bench-service"
+    chosen = parse_gpus(gpus) if gpus is not None else (find_gpus() or [None])
+    log = lambda m: click.echo(m, err=True)  # noqa: E731
+    runs = []
+    if compare and len(chosen) > 1:
+        runs.append(run_deadline(root_path, build, out, count, chosen[:1], in_flight, rate_per_min, log))
+    runs.append(run_deadline(root_path, build, out, count * len(chosen), chosen, in_flight,
+                             rate_per_min * len(chosen) if rate_per_min else None, log))
+    found = {"runs": runs}
+    if len(runs) > 1 and runs[0]["per_hour"] > 0:
+        found["ratio_to_one_gpu"] = round(runs[1]["per_hour"] / runs[0]["per_hour"], 3)
+    write_atomically(out / "service-bench.json", json.dumps(found, indent=2) + "\n")
+    click.echo(f"wrote {out / 'service-bench.json'}")
+    for run in runs:
+        click.echo(describe(run))
+    if "ratio_to_one_gpu" in found:
+        click.echo(f"{len(runs[1]['gpus'])} GPUs grade {found['ratio_to_one_gpu']:.2f} x one GPU")
+
+
+if __name__ == "__main__":
+    main()
