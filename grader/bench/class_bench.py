@@ -31,6 +31,7 @@ class ClassRun:
     phases: dict  # phase -> mean seconds per grading (phases overlap)
     load: dict = field(default_factory=dict)  # MachineLoad.figures()
     not_graded: list = field(default_factory=list)  # "student: why"
+    short: list = field(default_factory=list)  # "student: part points/max, ...": the solutions earn every point
 
     @property
     def per_hour(self) -> float:
@@ -63,7 +64,7 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
         summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
                             live=False, log=log, in_flight=in_flight)
         wall = time.monotonic() - clock
-    walls, phases, missing = [], {}, []
+    walls, phases, missing, short = [], {}, [], []
     for row in summary.rows:
         try:
             detailed = json.loads((results / row.student / "grade.json").read_text())
@@ -73,13 +74,17 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
         if not detailed.get("gpu"):
             missing.append(f"{row.student}: graded without a GPU")
         walls.append(float(detailed.get("seconds", 0.0)))
+        lost = [f"{p['id']} {p['score']:g}/{p['max_score']:g}" for p in detailed.get("parts", [])
+                if p.get("score", 0) < p.get("max_score", 0)]
+        if lost:
+            short.append(f"{row.student}: {', '.join(lost)}")
         for phase, seconds in detailed.get("timings", {}).items():
             phases[phase] = phases.get(phase, 0.0) + float(seconds)
     n = max(1, len(walls))
     return ClassRun(gpus=list(gpus), in_flight=summary.in_flight, hand_ins=count, graded=len(walls),
                     wall_seconds=round(wall, 2), gradings=[round(w, 2) for w in walls],
                     phases={p: round(s / n, 3) for p, s in sorted(phases.items(), key=lambda x: -x[1])},
-                    load=load.figures(), not_graded=missing)
+                    load=load.figures(), not_graded=missing, short=short)
 
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
@@ -107,6 +112,8 @@ def format_classes(runs: list) -> str:
                      + ", ".join(f"{p} {s:.2f}" for p, s in run.phases.items()))
         for problem in run.not_graded[:5]:
             lines.append(f"  not graded on a GPU: {problem}")
+        for lost in run.short[:5]:
+            lines.append(f"  points lost by a copy of the solutions: {lost}")
     if len(runs) > 1 and runs[0].per_hour > 0:
         lines.append(f"{len(runs[1].gpus)} GPUs grade {runs[1].per_hour / runs[0].per_hour:.2f} x one GPU "
                      f"({runs[1].per_hour_per_gpu / runs[0].per_hour:.2f} of one GPU's rate per GPU)")

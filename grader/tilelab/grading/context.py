@@ -124,7 +124,7 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
     logs = opt.out_dir / "staff" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     trusted = TrustedHarness(tools.harness, services=min(SERVICES, max(1, len(parts))),
-                             log=logs / "harness-service.log")
+                             log=logs / "harness-service.log", env=sandbox.extra_env)
     if parts:
         threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
     return Grading(options=opt, assignment=assignment, submission=located.folder, parts=parts,

@@ -57,10 +57,14 @@ class TrustedHarness:
     limit, a cancel) takes its service down: it is killed and waited for
     before the run's result is read, so nothing of that run is written after."""
 
-    def __init__(self, tool: Path, services: int = SERVICES, log: Optional[Path] = None):
+    def __init__(self, tool: Path, services: int = SERVICES, log: Optional[Path] = None,
+                 env: Optional[dict] = None):
         self.tool = Path(tool)
         self._most = services
         self._log = log
+        # The grading's GPU (CUDA_VISIBLE_DEVICES of a batch worker): a service keeps the run's buffers and
+        # its clock, so it must be on the GPU the launcher runs on.
+        self._env = dict(env or {})
         self._dir: Optional[Path] = None
         self._idle: list = []
         self._all: list = []
@@ -134,7 +138,8 @@ class TrustedHarness:
         try:
             proc = subprocess.Popen([str(self.tool), "--serve-jobs", str(socket)], stdin=subprocess.PIPE,
                                     stdout=log, stderr=log, start_new_session=True,
-                                    env={**os.environ, **ONE_WORK_QUEUE}, preexec_fn=process.no_core_dumps)
+                                    env={**os.environ, **ONE_WORK_QUEUE, **self._env},
+                                    preexec_fn=process.no_core_dumps)
         except OSError:
             return None
         finally:
