@@ -40,8 +40,8 @@ def harnesses():
     """Makes TrustedHarness objects and closes each at the end, passed or not."""
     made = []
 
-    def make(services: int, log=None) -> TrustedHarness:
-        made.append(TrustedHarness(tool_path(build_dir(), "tilelab-harness"), services=services, log=log))
+    def make(services: int, log=None, env=None) -> TrustedHarness:
+        made.append(TrustedHarness(tool_path(build_dir(), "tilelab-harness"), services=services, log=log, env=env))
         return made[-1]
 
     yield make
@@ -141,6 +141,17 @@ def test_services_start_with_one_work_queue(harnesses):
     [service] = trusted._all
     environ = Path(f"/proc/{service.proc.pid}/environ").read_bytes().split(b"\0")
     assert b"CUDA_DEVICE_MAX_CONNECTIONS=1" in environ
+
+
+def test_services_run_on_the_grading_gpu(harnesses):
+    """A batch worker's grading on its GPU: the service that keeps the run's
+    buffers and clock sees that GPU, as the launcher does (the sandbox's
+    CUDA_VISIBLE_DEVICES), not the first of the host."""
+    trusted = harnesses(1, env={"CUDA_VISIBLE_DEVICES": "1"})
+    trusted.start_all()
+    [service] = trusted._all
+    environ = Path(f"/proc/{service.proc.pid}/environ").read_bytes().split(b"\0")
+    assert b"CUDA_VISIBLE_DEVICES=1" in environ
 
 
 def test_a_parts_executable_runs_with_one_work_queue_and_only_timed_runs_in_the_foreground(tmp_path):
