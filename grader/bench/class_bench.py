@@ -42,13 +42,18 @@ class ClassRun:
         return self.per_hour / max(1, len(self.gpus))
 
     def percentile(self, share: float) -> float:
-        ordered = sorted(self.gradings)
-        return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+        return percentile(self.gradings, share)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "per_hour": round(self.per_hour, 1),
                 "per_hour_per_gpu": round(self.per_hour_per_gpu, 1),
                 "p50_s": round(self.percentile(0.5), 2), "p95_s": round(self.percentile(0.95), 2)}
+
+
+def percentile(values: list, share: float) -> float:
+    """The value below which `share` of `values` lie (the nearest rank); 0 when there are none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
 def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],

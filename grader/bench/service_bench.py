@@ -23,6 +23,7 @@ from tilelab.spec.assignment import load_assignment
 from tilelab.system.atomic import write_atomically
 from tilelab.system.paths import find_root, unbuilt_reason
 
+from .class_bench import percentile
 from .handins import distinct_hand_ins
 from .local_service import LocalService, hand_in
 from .machine_load import MachineLoad
@@ -61,7 +62,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
     per_hour = 3600.0 * len(turns) / wall if wall > 0 else 0.0
     return {"gpus": gpus, "hand_ins": count, "graded": len(turns), "wall_s": round(wall, 1),
             "per_hour": round(per_hour, 1), "per_hour_per_gpu": round(per_hour / max(1, len(gpus)), 1),
-            "p50_s": round(_at(turns, 0.5), 1), "p95_s": round(_at(turns, 0.95), 1),
+            "p50_s": round(percentile(turns, 0.5), 1), "p95_s": round(percentile(turns, 0.95), 1),
             "not_done": sorted({state for state, _ in finished.values() if state != "done"}),
             "rate_per_min": rate_per_min, "load": load.figures()}
 
@@ -78,10 +79,6 @@ def wait_all(service: LocalService, token: str, sent: dict, seconds: float = 3 *
                 finished[sid] = (state, time.monotonic())
         time.sleep(POLL_S)
     return finished
-
-
-def _at(ordered: list, share: float) -> float:
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
 def describe(run: dict) -> str:

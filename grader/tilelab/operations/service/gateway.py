@@ -27,7 +27,7 @@ from ...spec.assignment import load_assignment
 from ...system.paths import ASSIGNMENT_FILE
 from . import records
 from .config import ServiceConfig
-from .dashboard import add_dashboard
+from .dashboard import add_dashboard, duration
 from .publication import visible_tests
 from .queue import make_app
 from .uploads import UploadLimits, UploadRefused, read_upload
@@ -290,16 +290,7 @@ def no_worker_words(fleet: list) -> str:
     heard = [w["silent_s"] for w in fleet]
     if not heard:
         return "no worker has connected to the grading service yet"
-    return f"no worker is ready to grade: the last was heard from {_ago(min(heard))}"
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 90:
-        return f"{seconds} s ago"
-    if seconds < 5400:
-        return f"{seconds // 60} min ago"
-    return f"{seconds // 3600} h ago" if seconds < 172800 else f"{seconds // 86400} days ago"
+    return f"no worker is ready to grade: the last was heard from {duration(min(heard))} ago"
 
 
 def header_filename(disposition: Optional[str]) -> Optional[str]:
