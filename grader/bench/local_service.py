@@ -129,11 +129,6 @@ class LocalService:
         raise RuntimeError(f"submission {submission} not finished after {seconds:.0f} s")
 
 
-def hand_in(folder: Path, names: list) -> dict:
-    """name -> bytes of the files of `folder` that the names list (those present)."""
-    return {n: (folder / n).read_bytes() for n in names if (folder / n).is_file()}
-
-
 def sandbox_processes_left(prefix: str = "tilelab-student") -> list:
     """`user pid command` of every process on the host whose user's name starts with `prefix`."""
     shown = subprocess.run(["ps", "-e", "-o", "user:32=,pid=,args="], capture_output=True, text=True).stdout

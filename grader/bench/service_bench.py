@@ -19,13 +19,14 @@ import click
 
 from tilelab.grading.answers_file import ANSWERS_FILE
 from tilelab.operations.batch import find_gpus, parse_gpus
+from tilelab.operations.service.forward import hand_in_files
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.atomic import write_atomically
 from tilelab.system.paths import find_root, unbuilt_reason
 
 from .class_bench import percentile
 from .handins import distinct_hand_ins
-from .local_service import LocalService, hand_in
+from .local_service import LocalService
 from .machine_load import MachineLoad
 
 POLL_S = 1.0
@@ -52,7 +53,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             for i, folder in enumerate(folders):
                 if rate_per_min:
                     time.sleep(max(0.0, started + i * 60.0 / rate_per_min - time.monotonic()))
-                found = service.submit(course, hand_in(folder, names), mode="grade", student=folder.name)
+                found = service.submit(course, hand_in_files(folder, names), mode="grade", student=folder.name)
                 sent[found["id"]] = time.monotonic()
             finished = wait_all(service, course, sent)
     finally:

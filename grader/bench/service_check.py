@@ -23,9 +23,10 @@ from pathlib import Path
 import click
 
 from tilelab.operations.batch import find_gpus
+from tilelab.operations.service.forward import hand_in_files
 from tilelab.spec.assignment import load_assignment
 
-from .local_service import LocalService, hand_in, sandbox_processes_left
+from .local_service import LocalService, sandbox_processes_left
 
 
 @click.command()
@@ -86,8 +87,8 @@ def remote_check(service: LocalService, token: str, root: Path, logs: Path) -> b
 def fork_bombs_beside_correct_hand_ins(service: LocalService, token: str, root: Path) -> bool:
     assignment = load_assignment(root / "assignment.yaml")
     names = [p.file for p in assignment.parts] + ["answers.yaml"]
-    bomb = hand_in(root / "tests" / "submissions" / "security-fork-bomb", names)
-    solutions = hand_in(root / "solutions", names)
+    bomb = hand_in_files(root / "tests" / "submissions" / "security-fork-bomb", names)
+    solutions = hand_in_files(root / "solutions", names)
     sent = {}
     for i in (1, 2):
         sent[f"bomb-{i}"] = service.submit(token, bomb, mode="grade", student=f"bomb-{i}")["id"]

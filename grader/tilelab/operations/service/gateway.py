@@ -28,6 +28,7 @@ from ...system.paths import ASSIGNMENT_FILE
 from . import records
 from .config import ServiceConfig
 from .dashboard import add_dashboard, duration
+from ...outputs.report_view import UNPUBLISHED
 from .publication import visible_tests
 from .queue import make_app
 from .uploads import UploadLimits, UploadRefused, read_upload
@@ -44,7 +45,6 @@ RESULT_FILES = {
 }
 STUDENT_ID = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 DEFAULT_FILENAME = "hand-in.zip"  # an upload without a name: told by its bytes (uploads.py)
-PUBLISHED_LATER = "shown when the course staff publish the grades"
 
 
 def grade_json_for_student(grade_json: str) -> str:
@@ -247,7 +247,7 @@ def create_app(config: ServiceConfig, database_url: str, root):
             refuse(409, "not_graded_yet", f"submission {submission_id} is {row['state']}: no results yet")
         if not readable_file(name, row, result, who, unpublished):
             refuse(404, "no_such_file", f"this grading has no {name} for you"
-                   + (f" ({PUBLISHED_LATER})" if unpublished else ""))
+                   + (f" ({UNPUBLISHED})" if unpublished else ""))
         column, media = RESULT_FILES[name]
         # Until publication a student reads a grading as publication.py made it for them.
         kept = (result["unpublished"] or {}).get(column) if unpublished else None

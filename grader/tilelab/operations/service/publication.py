@@ -28,9 +28,10 @@ from ...grading.model import GradeResult, PartResult
 from ...grading.scoring import case_points
 from ...outputs import gradescope, prairielearn
 from ...outputs.report import write_reports
+from ...outputs.report_view import UNPUBLISHED
 from ...spec.assignment import Assignment
 
-WHEN = "when the course staff publish the grades"
+WHEN = UNPUBLISHED.removeprefix("shown ")  # the reports' words (outputs/report_view.py)
 ANSWERS_LATER = f"your answers are graded; whether each is right, and its points, are shown {WHEN}"
 NOTE = (f"This is your grading as it stands before the course staff publish the grades: the public cases, the "
         f"checks and the speed of each part, and your answers as they were read. The hidden cases, your answers' "

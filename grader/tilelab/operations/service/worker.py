@@ -136,10 +136,13 @@ class Worker:
             for held in self._held:
                 held.release()
 
+    def _health(self) -> worker_health.Health:
+        return worker_health.check(self.settings.root, self.settings.build_dir, self.assignment, self.settings.gpu,
+                                   self.scratch)
+
     def _check(self) -> worker_health.Health:
         """The environment; the first time it can grade, the sandbox users this worker holds."""
-        health = worker_health.check(self.settings.root, self.settings.build_dir, self.assignment,
-                                     self.settings.gpu, self.scratch)
+        health = self._health()
         if health.problem is None and not self._held:
             gpus = [self.settings.gpu] if self.settings.gpu is not None else []
             try:
@@ -272,8 +275,7 @@ class Worker:
     def _unless_healthy(self, submission: str) -> None:
         """After a grading the grader failed: when the environment is to blame,
         the submission goes back to the queue and the worker stops taking jobs."""
-        health = worker_health.check(self.settings.root, self.settings.build_dir, self.assignment,
-                                     self.settings.gpu, self.scratch)
+        health = self._health()
         if health.problem is None:
             return
         self._record("UPDATE tilelab_submissions SET state = 'queued', worker = NULL, stage = '', started_at = NULL "
