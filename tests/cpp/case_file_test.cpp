@@ -137,5 +137,19 @@ TEST(CaseFile, ErrorsNameTheField) {
   EXPECT_EQ(error_of(doc), "cases: must be a non-empty list");
 }
 
+// The gate where a timing run waits for the GPU alone (core/gpu_turn.h):
+// none unless given, relative to the case file, and written back.
+TEST(CaseFile, GateIsOptionalAndResolvedAgainstTheCaseFile) {
+  json doc = minimal();
+  EXPECT_TRUE(parse_case_file(doc, "/base").gate.empty());
+  EXPECT_FALSE(case_file_to_json(parse_case_file(doc, "/base")).contains("gate"));
+  doc["gate"] = "turn/gate";
+  const CaseFile f = parse_case_file(doc, "/base");
+  EXPECT_EQ(f.gate, std::filesystem::path("/base/turn/gate"));
+  EXPECT_EQ(case_file_to_json(f)["gate"], "/base/turn/gate");
+  doc["gate"] = 7;
+  EXPECT_THROW(parse_case_file(doc, "/base"), CaseFileError);
+}
+
 }  // namespace
 }  // namespace tilelab

@@ -215,7 +215,8 @@ double TimingSpec::call_limit_ms() const {
 CaseFile parse_case_file(const json& doc, const std::filesystem::path& base_dir) {
   const std::string where = "case file";
   check_keys(doc, where,
-             {"version", "part", "result", "record_launches", "poison_bits", "guard_bits", "guard_elements", "cases"});
+             {"version", "part", "result", "record_launches", "poison_bits", "guard_bits", "guard_elements", "gate",
+              "cases"});
   CaseFile f;
   const int64_t version = get_int(require(doc, "version", where), "version", 1, 1000);
   if (version != 1) fail("version", "this harness reads version 1, got " + std::to_string(version));
@@ -231,6 +232,7 @@ CaseFile parse_case_file(const json& doc, const std::filesystem::path& base_dir)
     // keeps it 256-byte aligned, as a plain cudaMalloc would be.
     if (f.guard_elements % 64 != 0) fail("guard_elements", "must be a multiple of 64");
   }
+  if (doc.contains("gate")) f.gate = get_path(doc["gate"], "gate", base_dir);
   const json& cases = require(doc, "cases", where);
   if (!cases.is_array() || cases.empty()) fail("cases", "must be a non-empty list");
   std::set<std::string> names;
@@ -285,14 +287,16 @@ json case_file_to_json(const CaseFile& f) {
     if (c.profile_metrics) jc["profile"] = {{"metrics", *c.profile_metrics}};
     cases.push_back(std::move(jc));
   }
-  return {{"version", 1},
-          {"part", f.part},
-          {"result", f.result.string()},
-          {"record_launches", f.record_launches},
-          {"poison_bits", f.poison_bits},
-          {"guard_bits", f.guard_bits},
-          {"guard_elements", f.guard_elements},
-          {"cases", cases}};
+  json doc = {{"version", 1},
+              {"part", f.part},
+              {"result", f.result.string()},
+              {"record_launches", f.record_launches},
+              {"poison_bits", f.poison_bits},
+              {"guard_bits", f.guard_bits},
+              {"guard_elements", f.guard_elements},
+              {"cases", cases}};
+  if (!f.gate.empty()) doc["gate"] = f.gate.string();
+  return doc;
 }
 
 }  // namespace tilelab

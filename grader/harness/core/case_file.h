@@ -12,6 +12,7 @@
 //     "poison_bits": 2143289344,              // optional: fills P before each call
 //     "guard_bits": 2143260589,               // optional: fills the guard regions
 //     "guard_elements": 4096,                 // optional: floats on each side of P
+//     "gate": "/work/gpu-turn.sock",          // optional: wait there for the GPU alone (gpu_turn.h)
 //     "cases": [
 //       { "name": "w17", "j": 17, "k": 17, "l": 17,
 //         "inputs": {"seed": 7, "distribution": "uniform"},   // or {"M": path, "N": path}
@@ -112,6 +113,7 @@ struct CaseFile {
   uint32_t poison_bits = 0x7FC0DEADu;  // a quiet NaN no kernel computes from finite inputs
   uint32_t guard_bits = 0x7FBADBADu;   // a different NaN, so guard and poison never mix
   int guard_elements = 4096;
+  std::filesystem::path gate;  // empty: the GPU is the run's from its start (gpu_turn.h)
   std::vector<CaseSpec> cases;
 };
 

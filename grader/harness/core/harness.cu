@@ -8,6 +8,7 @@
 #include "case_file.h"
 #include "counter_profile.h"
 #include "device_ops.h"
+#include "gpu_turn.h"
 #include "guard.h"
 #include "harness.h"
 #include "json_io.h"
@@ -143,7 +144,8 @@ CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, b
   return out;
 }
 
-CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& real) {
+CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& real,
+                     GpuTurn& turn) {
   const PartInfo& part = launcher.part();
   CaseOutcome out;
   out.result = {{"name", spec.name}, {"j", spec.j}, {"k", spec.k}, {"l", spec.l}};
@@ -252,7 +254,7 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
                   std::string(part.launcher) + " returned without launching a kernel", false);
   }
   if (spec.timing) {
-    TimingOutcome timing = run_timing(file, spec, launcher, given);
+    TimingOutcome timing = run_timing(file, spec, launcher, given, turn);
     out.result["timing"] = std::move(timing.result);
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
     out.stopped_slow = timing.stopped_slow;
@@ -365,10 +367,11 @@ ExitCode run_case_file(const CaseFile& file, Launcher& launcher) {
                                     {"current_case", nullptr},
                                     {"cases", json::array()}});
   ExitCode first_failure = ExitCode::kOk;
+  GpuTurn turn(file.gate);
   for (const CaseSpec& spec : file.cases) {
     writer.doc()["current_case"] = spec.name;
     writer.write();
-    CaseOutcome out = run_case(file, spec, launcher, real);
+    CaseOutcome out = run_case(file, spec, launcher, real, turn);
     if (first_failure == ExitCode::kOk) first_failure = out.code;
     if (out.code != ExitCode::kOk) {
       std::fprintf(stderr, "tilelab: case %s: %s [%s]\n", spec.name.c_str(),

@@ -5,6 +5,7 @@
 
 #include "device_ops.h"
 #include "gpu_clocks.h"
+#include "gpu_turn.h"
 #include "guard.h"
 #include "invoke.h"
 #include "json_io.h"
@@ -93,7 +94,8 @@ TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher&
   return out;
 }
 
-TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given) {
+TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
+                         GpuTurn& turn) {
   const TimingSpec& t = *spec.timing;
   const uint64_t m_count = uint64_t(spec.j) * spec.k;
   const uint64_t n_count = uint64_t(spec.k) * spec.l;
@@ -130,6 +132,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
   std::optional<SlowStop> stop;
   bool abandoned = false;  // the last call was ended unfinished
   const double limit_ms = t.call_limit_ms();
+  TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
+  turn.take();
   const auto warmup_begin = std::chrono::steady_clock::now();
   for (int call = 0;; ++call) {
     const bool warming =

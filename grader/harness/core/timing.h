@@ -52,8 +52,11 @@ struct TimingOutcome {
 };
 
 class Launcher;
+class GpuTurn;
 // Runs after the case's first call (harness.cu), which counts among the calls a stop reports.
-TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given);
+// Its buffers are made and filled before `turn` is taken: the warm-up and the timed calls run alone.
+TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
+                         GpuTurn& turn);
 // The timing result of a case whose first call ran past its call limit and
 // was ended after `waited_ms`: no call was timed.
 TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher& launcher, double waited_ms);

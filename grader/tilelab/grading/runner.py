@@ -14,7 +14,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from ..system import process
 from . import traffic
@@ -83,6 +83,7 @@ def write_cases(
     harness_id: Optional[str] = None,
     profile: bool = False,
     give_up_ms: Optional[dict] = None,
+    gate: Optional[Path] = None,
 ) -> Path:
     """Writes a case file for `entries`, a list of (name in the file, Case).
     The harness refuses a case file for another part than its own; one that
@@ -90,7 +91,8 @@ def write_cases(
     by `harness_id`. With `profile`, the last case also reads the hardware
     counters of one more call (traffic.py), after everything else it does.
     `give_up_ms`: the time budget of a timing case's call, by its name in
-    the file (none for a case it does not name)."""
+    the file (none for a case it does not name). `gate`: where the trusted
+    harness waits for the GPU alone before its timed calls (gpu_turn.py)."""
     workdir.mkdir(parents=True, exist_ok=True)
     budgets = give_up_ms or {}
     cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing, budgets.get(name))
@@ -99,6 +101,8 @@ def write_cases(
         cases[-1]["profile"] = traffic.profile_entry()
     doc = {"version": 1, "part": harness_id or part.id, "result": str(workdir / "result.json"),
            "record_launches": record_launches, "cases": cases}
+    if gate is not None:
+        doc["gate"] = str(gate)
     path = workdir / "cases.json"
     path.write_text(json.dumps(doc, indent=2))
     return path
@@ -106,7 +110,8 @@ def write_cases(
 
 def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
                 wrapper: Sequence = (), cancel: Optional["threading.Event"] = None,
-                trusted: Optional["TrustedHarness"] = None, timed: bool = False) -> HarnessRun:
+                trusted: Optional["TrustedHarness"] = None, timed: bool = False,
+                paused: Optional[Callable[[], float]] = None) -> HarnessRun:
     """Runs a part's harness on a case file.
 
     With `trusted` (trusted_harness.py), tilelab-harness runs the cases and
@@ -118,7 +123,9 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     folder; `wrapper` prefixes its command (compute-sanitizer). Either way
     the sandbox's folder is watched for its disk quota and taken back before
     the results are read. The part's executable runs with ONE_WORK_QUEUE;
-    a run that is not `timed` runs in the background (process.run)."""
+    a run that is not `timed` runs in the background (process.run).
+    `paused`: the time it has waited at its GPU turn, not held against
+    `timeout_s` (gpu_turn.py)."""
     work = case_file.parent
     result_path = work / "result.json"
     if result_path.exists():
@@ -138,7 +145,7 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     else:
         with trusted.prefix(case_file) as lease:
             done = process.run(command, timeout_s, cwd=run_dir, env=env, sandbox=sandbox, watch_dir=run_dir,
-                               cancel=cancel, outside=lease.outside, background=not timed)
+                               cancel=cancel, outside=lease.outside, background=not timed, paused=paused)
             lease.ended(done)
     sandbox.reclaim(run_dir)
     result = None

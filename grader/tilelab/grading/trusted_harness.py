@@ -73,6 +73,11 @@ class TrustedHarness:
         self._cond = threading.Condition()
         self._closed = False
 
+    @property
+    def at_once(self) -> Optional[int]:
+        """How many runs may be in the trusted harness at once; None: any number (one-shot runs)."""
+        return self._most or None
+
     def start_all(self) -> None:
         """Starts every service now, side by side, and returns once each
         listens: their CUDA contexts are made while the parts are checked and

@@ -44,6 +44,8 @@ CANCELLED = "cancelled"  # Completed.stopped of a run another thread called off
 # feedback: CUDA contexts made cheaper and earlier").
 DISK_LOOK_S = 0.25
 CANCEL_LOOK_S = 0.02
+# How often a run's deadline is moved by the time it has waited on the grader.
+PAUSED_LOOK_S = 0.1
 # Gradings side by side (a batch, the self-test) share the host's CPUs, and
 # the GPU is held alone only while a part is timed: a launcher with host work
 # in every call (a CUDA graph made and launched per call) lost speed to the
@@ -241,6 +243,7 @@ def run(
     outside: Sequence = (),
     background: bool = False,
     on_line: Optional[Callable[[str], None]] = None,
+    paused: Optional[Callable[[], float]] = None,
 ) -> Completed:
     """Runs argv in a process group of its own until it ends, `timeout_s`
     passes (timed_out), its watched folder outgrows the sandbox's limits or
@@ -253,7 +256,9 @@ def run(
     `background`: at the lowest CPU priority (BACKGROUND_PREFIX), for work
     that may share the machine with another grading's timed calls.
     `on_line`: called from a reader thread with each line of stdout as it
-    comes (the project's own builds, to show their progress)."""
+    comes (the project's own builds, to show their progress).
+    `paused`: how long the run has waited on the grader so far (a timing
+    run at its GPU turn, grading/gpu_turn.py), added to its time limit."""
     argv = [str(a) for a in argv]
     if sandbox is not None:
         argv = sandbox.wrap(argv)
@@ -292,7 +297,11 @@ def run(
     next_disk_look = start + DISK_LOOK_S
     while True:
         now = time.monotonic()
+        if paused is not None:
+            deadline = start + timeout_s + paused()
         wait_s = deadline - now
+        if paused is not None:
+            wait_s = min(wait_s, PAUSED_LOOK_S)
         if watch_disk:
             wait_s = min(wait_s, next_disk_look - now)
         if cancel is not None:
@@ -302,7 +311,7 @@ def run(
             break
         except subprocess.TimeoutExpired:
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline and (paused is None or now >= start + timeout_s + paused()):
                 timed_out = True
                 break
             if watch_disk and now >= next_disk_look:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
@@ -21,6 +22,7 @@ from ...text.numbers import fmt_ms
 from .. import calibration, clocks, counter_hints, traffic
 from ..context import Grading, PartState, private_name
 from ..diagnose import STATUS_HINTS
+from ..gpu_turn import LOOK_S, GpuTurnGate
 from ..launch_checks import HOST_WORK_HINT, check_first_timed_calls, check_timed_calls, timed_printing
 from ..model import ESTIMATED_RULE, NO_CEILINGS, NO_TARGETS, WORK_ELSEWHERE, Speed
 from ..runner import run_harness, verify, write_cases
@@ -33,8 +35,9 @@ SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any sp
 
 
 def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration.Calibration]) -> None:
-    """The speed stage of every part that built, one part after another with
-    the GPU to itself, against the GPU's ceilings and speed basis."""
+    """The speed stage of every part that built, against the GPU's ceilings
+    and speed basis: the parts' timing runs start side by side while the GPU
+    is shared, and each is timed in turn with the GPU to itself (gpu_turn.py)."""
     if not g.options.timing:
         return
     if ceilings is None:
@@ -46,9 +49,44 @@ def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration
     else:
         g.progress("speed")
         g.while_timing()
-        with g.timed("speed"), g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
-            for s in runnable:
-                _time_part(g, s, ceilings, basis)
+        timed = [s for s in runnable if _may_be_timed(s)]
+        at_once = g.trusted.at_once or len(timed)
+        with g.timed("speed"):
+            for first in range(0, len(timed), max(1, at_once)):
+                _time_in_one_turn(g, timed[first:first + at_once], ceilings, basis)
+
+
+def _may_be_timed(s: PartState) -> bool:
+    """Whether the part's speed may be measured; if not, its stage says why."""
+    if not s.cases_all_passed:
+        s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
+        return False
+    if s.work_elsewhere:
+        s.set("speed", "not_run", WORK_ELSEWHERE)
+        return False
+    return True
+
+
+def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
+    """Starts the parts' timing runs side by side on the shared GPU, waits
+    until each is at its gate (or over), then holds the GPU alone and lets
+    them through one after another, each with its verdict, before it is let go."""
+    gates = [GpuTurnGate() for _ in parts]
+    pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="tilelab-speed")
+    try:
+        with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
+            done = [pool.submit(_time_part, g, s, ceilings, basis, gate) for s, gate in zip(parts, gates)]
+            for gate, part_done in zip(gates, done):
+                while not part_done.done() and not gate.wait_ready(LOOK_S):
+                    pass
+        with g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
+            for gate, part_done in zip(gates, done):
+                gate.give()
+                part_done.result()  # its verdict, and any retiming, before the next goes
+    finally:
+        for gate in gates:  # a run still at its gate ends there (gpu_turn.h)
+            gate.close()
+        pool.shutdown(wait=True)
 
 
 def give_up_budgets(part, rule, ceilings, basis: calibration.Calibration) -> dict:
@@ -137,22 +175,20 @@ def case_speed(v: dict, target, ceilings, rule: str, full_at: float, flags: list
 
 
 def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibration,
-               retimed: bool = False) -> None:
+               gate: Optional[GpuTurnGate] = None, retimed: bool = False) -> None:
     """Times the part with the trusted harness: its clock is the one scored.
-    `retimed`: timing it again, since the GPU throttled the first time."""
+    `gate`: where its timed calls wait for the GPU alone; without one the
+    caller holds it already. `retimed`: timing it again, since the GPU
+    throttled the first time."""
     assignment = g.assignment
-    if not s.cases_all_passed:
-        s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
-        return
-    if s.work_elsewhere:
-        s.set("speed", "not_run", WORK_ELSEWHERE)
-        return
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
                             timing=assignment.timing, profile=True,
-                            give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis))
+                            give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis),
+                            gate=gate.path if gate else None)
     limit = g.limits["speed"]
-    run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, timed=True)
+    run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, timed=True,
+                      paused=gate.paused_s if gate else None)
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               run.seconds, [STATUS_HINTS["timeout"]])
@@ -181,7 +217,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     # A stopped case is slower than twice the time that earns nothing: no throttling explains that.
     if not retimed and not stopped and any(c.throttled for c in readings.values()):
         # A GPU at its power or thermal limit slows every kernel: time once more, from the start.
-        _time_part(g, s, ceilings, basis, retimed=True)
+        _time_part(g, s, ceilings, basis, retimed=True)  # the GPU is this part's already
         return
     fractions, speeds, stopped_words = [], [], []
     for v in timed:
