@@ -235,7 +235,8 @@ nlohmann::json to_json(const CounterProfile& profile) {
           {"metrics", values},
           {"unavailable", profile.unavailable},
           {"passes", profile.passes},
-          {"setup_seconds", profile.setup_seconds}};
+          {"setup_seconds", profile.setup_seconds},
+          {"passes_seconds", profile.passes_seconds}};
 }
 
 CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call) {
@@ -266,6 +267,8 @@ CounterProfile profile_call(const std::vector<std::string>& metrics, const std::
         return out;
       }
     }
+    out.passes_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - out.setup_seconds;
     const std::vector<double> values = session.values();
     for (size_t i = 0; i < taken.size(); ++i) {
       if (std::isfinite(values[i])) out.values[taken[i]] = values[i];

@@ -41,7 +41,8 @@ struct CounterProfile {
   std::map<std::string, double> values;  // metric name -> value, for the whole call
   std::vector<std::string> unavailable;  // names this GPU's profiler does not know
   int passes = 0;
-  double setup_seconds = 0;  // CUPTI's part before the first pass
+  double setup_seconds = 0;   // CUPTI's part before the first pass
+  double passes_seconds = 0;  // the passes, each with its L2 flush and its call
 };
 
 nlohmann::json to_json(const CounterProfile& profile);

@@ -418,6 +418,10 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
   const json setup = reply.value("setup_seconds", json(0.0));
   if (setup.is_number() && std::isfinite(setup.get<double>())) out.setup_seconds = std::max(0.0, setup.get<double>());
+  const json passes_s = reply.value("passes_seconds", json(0.0));
+  if (passes_s.is_number() && std::isfinite(passes_s.get<double>())) {
+    out.passes_seconds = std::max(0.0, passes_s.get<double>());
+  }
   if (out.status != kProfileMeasured) out.values.clear();
   return to_json(out);
 }
