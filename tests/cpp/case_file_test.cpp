@@ -151,5 +151,22 @@ TEST(CaseFile, GateIsOptionalAndResolvedAgainstTheCaseFile) {
   EXPECT_THROW(parse_case_file(doc, "/base"), CaseFileError);
 }
 
+// The stability rule of a timing case (core/timing.h): off unless given, and written back when on.
+TEST(CaseFile, TimingStopsEarlyOnlyWhenAToleranceIsGiven) {
+  json doc = minimal();
+  doc["cases"][0]["timing"] = json::parse(R"({"seed": 9})");
+  const CaseFile plain = parse_case_file(doc, "/base");
+  EXPECT_EQ(plain.cases[0].timing->stable_within, 0.0);
+  EXPECT_FALSE(case_file_to_json(plain)["cases"][0]["timing"].contains("stable_within"));
+  doc["cases"][0]["timing"]["stable_within"] = 0.01;
+  doc["cases"][0]["timing"]["min_repetitions"] = 4;
+  const CaseFile stable = parse_case_file(doc, "/base");
+  EXPECT_DOUBLE_EQ(stable.cases[0].timing->stable_within, 0.01);
+  EXPECT_EQ(stable.cases[0].timing->min_repetitions, 4);
+  EXPECT_EQ(case_file_to_json(stable)["cases"][0]["timing"]["min_repetitions"], 4);
+  doc["cases"][0]["timing"]["stable_within"] = 0.9;
+  EXPECT_THROW(parse_case_file(doc, "/base"), CaseFileError);
+}
+
 }  // namespace
 }  // namespace tilelab

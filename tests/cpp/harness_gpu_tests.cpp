@@ -391,6 +391,35 @@ TEST(TimeBudget, StopsTimingOnlyOnceTheCallsAreOverIt) {
   EXPECT_EQ(v.at("timing").at("failed_calls"), 0);
 }
 
+// Timing stops before `repetitions` once at least `min_repetitions` timed
+// calls agree within `stable_within` of their median (core/timing.h): with a
+// tolerance no H100 call misses it stops at the least; with none it makes them all.
+TEST(Timing, StopsOnceTheCallsAgreeWithinTheTolerance) {
+  TILELAB_REQUIRE_GPU();
+  TempDir dir;
+  auto timed = [&](double stable_within, const std::string& name) {
+    CaseFile f;
+    f.part = "naive";
+    CaseSpec c = make_case("w1024", 1024, 1024, 1024, 5);
+    c.timing = TimingSpec{};
+    c.timing->seed = 83;
+    c.timing->repetitions = 12;
+    c.timing->min_repetitions = 4;
+    c.timing->stable_within = stable_within;
+    f.cases.push_back(c);
+    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    EXPECT_EQ(verify_run(run.cases, run.result.value_or(json())).at("cases_passed"), 1);
+    return run.result.value_or(json()).at("cases").at(0).at("timing");
+  };
+  const json loose = timed(0.5, "loose");
+  EXPECT_TRUE(loose.at("stopped_stable").get<bool>()) << loose.dump();
+  EXPECT_EQ(loose.at("calls").size(), 4u);
+  const json fixed = timed(0, "fixed");
+  EXPECT_FALSE(fixed.at("stopped_stable").get<bool>());
+  EXPECT_EQ(fixed.at("calls").size(), 12u);
+}
+
 // A call still running at the budget's call limit is not waited for: the
 // trusted harness ends the launcher's process (its calls at 512 spend a
 // minute on the host), reports the case stopped as slow with no call timed,

@@ -149,11 +149,15 @@ PropOverrides parse_props(const json& v, const std::string& where) {
 
 TimingSpec parse_timing(const json& v, const std::string& where) {
   check_keys(v, where,
-             {"seed", "repetitions", "warmup_calls", "warmup_ms", "input_sets", "samples", "flush_l2", "give_up_ms"});
+             {"seed", "repetitions", "min_repetitions", "stable_within", "warmup_calls", "warmup_ms", "input_sets",
+              "samples", "flush_l2", "give_up_ms"});
   TimingSpec t;
   t.seed = get_u64(require(v, "seed", where), where + ".seed");
   if (v.contains("repetitions"))
     t.repetitions = static_cast<int>(get_int(v["repetitions"], where + ".repetitions", 1, 10000));
+  if (v.contains("min_repetitions"))
+    t.min_repetitions = static_cast<int>(get_int(v["min_repetitions"], where + ".min_repetitions", 1, 10000));
+  if (v.contains("stable_within")) t.stable_within = get_number(v["stable_within"], where + ".stable_within", 0.0, 0.5);
   if (v.contains("warmup_calls"))
     t.warmup_calls = static_cast<int>(get_int(v["warmup_calls"], where + ".warmup_calls", 0, 10000));
   if (v.contains("warmup_ms")) t.warmup_ms = get_number(v["warmup_ms"], where + ".warmup_ms", 0.0, 60000.0);
@@ -283,6 +287,10 @@ json case_file_to_json(const CaseFile& f) {
                       {"warmup_ms", t.warmup_ms}, {"input_sets", t.input_sets},   {"samples", t.samples},
                       {"flush_l2", t.flush_l2}};
       if (t.give_up_ms > 0) jc["timing"]["give_up_ms"] = t.give_up_ms;
+      if (t.stable_within > 0) {
+        jc["timing"]["min_repetitions"] = t.min_repetitions;
+        jc["timing"]["stable_within"] = t.stable_within;
+      }
     }
     if (c.profile_metrics) jc["profile"] = {{"metrics", *c.profile_metrics}};
     cases.push_back(std::move(jc));

@@ -21,6 +21,7 @@
 //         "props": {"sharedMemPerBlock": 2048, "maxThreadsPerBlock": 256,   // optional
 //                   "maxThreadsDim": [16, 16, 64]},
 //         "timing": {"seed": 99, "repetitions": 10, "warmup_calls": 2, "warmup_ms": 100,
+//                    "min_repetitions": 5, "stable_within": 0.01,   // optional (timing.h)
 //                    "input_sets": 3, "samples": 64, "flush_l2": true,   // optional
 //                    "give_up_ms": 104.2},            // optional: the budget of one call (timing.h)
 //         "profile": {"metrics": ["dram__bytes_read.sum", ...]} }  // optional: counters of one
@@ -73,7 +74,9 @@ struct PropOverrides {
 
 struct TimingSpec {
   uint64_t seed = 0;         // inputs of timed call c come from derive_seed(seed, c)
-  int repetitions = 10;      // timed calls
+  int repetitions = 10;      // timed calls, at most...
+  int min_repetitions = 5;   // ...or as few as this, where they all lie
+  double stable_within = 0;  // within this share of their median (0: never fewer)
   int warmup_calls = 2;      // at least this many untimed calls...
   double warmup_ms = 100.0;  // ...and at least this long, so clocks are up
   int input_sets = 3;        // input buffers rotated between calls

@@ -60,6 +60,15 @@ std::optional<SlowStop> over_budget(const TimingSpec& t, const std::vector<doubl
   return std::nullopt;
 }
 
+// Whether the timed calls so far settle their median: at least
+// min_repetitions of them, all within stable_within of it.
+bool settled(const TimingSpec& t, const std::vector<double>& timed_wall_ms) {
+  if (t.stable_within <= 0 || static_cast<int>(timed_wall_ms.size()) < t.min_repetitions) return false;
+  const double m = median(timed_wall_ms);
+  const auto [low, high] = std::minmax_element(timed_wall_ms.begin(), timed_wall_ms.end());
+  return m > 0 && (*high - *low) <= t.stable_within * m;
+}
+
 // The "give_up_ms", "stopped_slow" and "stop" fields of a timing result.
 // `calls`: every call at the case's size, its first call included.
 void add_stop(json& result, const TimingSpec& t, const std::optional<SlowStop>& stop, int calls) {
@@ -131,6 +140,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
   std::vector<double> timed_wall_ms;
   std::optional<SlowStop> stop;
   bool abandoned = false;  // the last call was ended unfinished
+  bool stable = false;     // timing stopped before `repetitions`: the calls agreed (settled)
   const double limit_ms = t.call_limit_ms();
   TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
   turn.take();
@@ -141,7 +151,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
         (warmups < t.warmup_calls ||
          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warmup_begin).count() <
              t.warmup_ms);
-    if (!warming && static_cast<int>(timed.size()) >= t.repetitions) break;
+    if (!warming && (static_cast<int>(timed.size()) >= t.repetitions || (stable = settled(t, timed_wall_ms)))) break;
 
     const int s = call % t.input_sets;
     const uint64_t seed = derive_seed(t.seed, static_cast<uint64_t>(call));
@@ -249,7 +259,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
                 {"calls", calls},
                 {"api_calls", api_calls},
                 {"api_calls_outside_call", api_outside},
-                {"clock", launcher.trusted_clock() ? "trusted" : "in_process"}};
+                {"clock", launcher.trusted_clock() ? "trusted" : "in_process"},
+                {"stopped_stable", stable}};
   // The case's first call, the warm-ups, the timed calls and the one ended unfinished, if any.
   const int calls_made = 1 + warmups + static_cast<int>(timed.size()) + (abandoned ? 1 : 0);
   add_stop(out.result, t, stop, calls_made);

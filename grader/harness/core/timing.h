@@ -9,6 +9,10 @@
 // of elements left unwritten, so the verifier can check every timed call.
 // Event time, host wall time and the CUPTI kernel time are all reported, with
 // each call's host CPU time and the API calls of every call (api_recorder.h).
+// Timing makes `repetitions` timed calls, or stops at `min_repetitions` or
+// after, as soon as the wall times of all timed calls so far lie within
+// `stable_within` of their median ("stopped_stable"): calls that agree so
+// closely have the median more of them would have, within that tolerance.
 //
 // A case with a budget (TimingSpec::give_up_ms, written by the grader from
 // the time at which a call earns no speed points) is timed only while more

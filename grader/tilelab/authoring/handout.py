@@ -317,6 +317,8 @@ def _speed_view(assignment: Assignment, gpu: dict) -> dict:
                          for n, p in enumerate(assignment.parts, start=1) if p.versus_cublas is not None],
         "any_memory_bound": any(r["memory_bound"] for r in rows + cublas_rows),
         "repetitions": assignment.timing["repetitions"],
+        "min_repetitions": assignment.timing["min_repetitions"] if assignment.timing["stable_within"] else None,
+        "stable_within": fmt_percent(assignment.timing["stable_within"]),
         "combined": any(len(p.cases["timing"]) > 1 for p in assignment.parts),
     }
 

@@ -326,7 +326,7 @@ def parse_assignment(doc: Any, path: Path) -> Assignment:
     default_tolerance = mapping(defaults.get("tolerance", {}), "defaults.tolerance", defaults_node.key("tolerance"))
     grading = _parse_grading(doc["grading"])
     timing = mapping(doc["timing"], "timing", schema.TIMING)
-    timing = {k: value(timing, schema.TIMING, k, "timing") for k in schema.TIMING.required_names}
+    timing = {k.name: value(timing, schema.TIMING, k.name, "timing") for k in schema.TIMING.keys}
     if not isinstance(doc["parts"], list) or not doc["parts"]:
         fail("parts", "must be a non-empty list")
     parts = tuple(_parse_part(p, f"parts[{i}]", default_tolerance) for i, p in enumerate(doc["parts"]))

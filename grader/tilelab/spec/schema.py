@@ -92,8 +92,13 @@ def _tolerance() -> Key:
 
 
 TIMING = Key("timing", "mapping", "How timing cases are run, for every part alike.", required=True, keys=(
-    Key("repetitions", "integer", "Timed calls per timing case, each on fresh inputs.", required=True,
+    Key("repetitions", "integer", "Timed calls per timing case, each on fresh inputs: the most.", required=True,
         bounds=(1, 10000)),
+    Key("stable_within", "number", "Timing a case stops before `repetitions` calls once at least "
+                                   "`min_repetitions` timed calls all lie within this share of their median "
+                                   "(0: always `repetitions` calls).", default=0.0, bounds=(0, 0.5)),
+    Key("min_repetitions", "integer", "The fewest timed calls at which `stable_within` may stop timing.",
+        default=5, bounds=(1, 10000)),
     Key("warmup_calls", "integer", "Untimed calls before the timed ones.", required=True, bounds=(0, 10000)),
     Key("warmup_ms", "number", "The untimed calls go on at least this many milliseconds, so the GPU's "
                                "clocks are up.", required=True, bounds=(0, 60000)),
