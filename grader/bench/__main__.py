@@ -44,7 +44,11 @@ def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str
     out = Path(out_dir).resolve() if out_dir else build / "bench"
     chosen = batch_mod.parse_gpus(gpus) if gpus is not None else None
     if class_size:
-        runs = run_classes(root_path, build, out, class_size, chosen, in_flight, lambda m: click.echo(m, err=True))
+        try:
+            runs = run_classes(root_path, build, out, class_size, chosen, in_flight,
+                               lambda m: click.echo(m, err=True))
+        except TilelabError as e:
+            raise click.ClickException(str(e)) from None
         write_atomically(out / "class.json", json.dumps(summarize(runs), indent=2) + "\n")
         click.echo(f"wrote {out / 'class.json'}")
         click.echo(format_classes(runs))

@@ -8,12 +8,16 @@ one. A benchmark: it asserts no time."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from tilelab.errors import TilelabError
 from tilelab.operations.batch import find_gpus, run_batch
 
 from .handins import distinct_hand_ins
@@ -94,12 +98,29 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
                 log: Callable[[str], None]) -> list:
-    """The class on the first GPU alone, then on all of them (when there are several)."""
+    """The class on the first GPU alone, then on all of them (when there are
+    several), each GPU calibrated first: a deadline's gradings find their
+    GPU's calibration made, and a run that made one would count it."""
     gpus = find_gpus() if gpus is None else list(gpus)
+    calibrate_each(root, build, gpus, log)
     runs = [run_class(root, build, out, count, gpus[:1], in_flight, log)]
     if len(gpus) > 1:
         runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log))
     return runs
+
+
+def calibrate_each(root: Path, build: Path, gpus: list, log: Callable[[str], None]) -> None:
+    """`tilelab calibrate` on every GPU at once, each in a process of its own that sees only its GPU."""
+    log(f"bench: calibrating GPU {', '.join(gpus)}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root / "grader"),
+                                                                     os.environ.get("PYTHONPATH")])))
+    started = [subprocess.Popen([sys.executable, "-m", "tilelab.cli", "--root", str(root), "calibrate", "--build",
+                                 str(build)], env=dict(env, CUDA_VISIBLE_DEVICES=gpu), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True) for gpu in gpus]
+    for gpu, proc in zip(gpus, started):
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise TilelabError(f"calibrating GPU {gpu} failed: {err.strip().splitlines()[-1] if err.strip() else ''}")
 
 
 def format_classes(runs: list) -> str:
