@@ -11,15 +11,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <memory>
-#include <thread>
 
 namespace tilelab {
 
 namespace {
-
-// How often a setup asks again for counters another run holds for a moment (10 ms apart).
-constexpr int kBusyAttempts = 100;
 
 // A CUPTI call that failed: which one, and CUPTI's word for it.
 struct CuptiFailure {
@@ -35,41 +30,6 @@ std::string describe(const CuptiFailure& f) {
   const char* text = nullptr;
   cuptiGetResultString(f.result, &text);
   return std::string(f.call) + ": " + (text != nullptr ? text : "error " + std::to_string(f.result));
-}
-
-// The profile that a CUPTI failure leaves: why, in the grader's words.
-CounterProfile failure(const CuptiFailure& f) {
-  CounterProfile out;
-  switch (f.result) {
-    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-      out.status = kProfileNotAllowed;
-      out.message = "this machine lets only administrators read the GPU's performance counters "
-                    "(the driver's RmProfilingAdminOnly)";
-      break;
-    case CUPTI_ERROR_NOT_SUPPORTED:
-    case CUPTI_ERROR_NOT_COMPATIBLE:
-    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
-      out.status = kProfileUnsupported;
-      out.message = describe(f);
-      break;
-    default:
-      out.status = kProfileFailed;
-      out.message = describe(f);
-  }
-  return out;
-}
-
-// The counter availability image. Asking for it holds the GPU's counters
-// for a moment: the runs of a grading prepare side by side, and one that
-// asks while another does is told the hardware is busy, so it asks again.
-CUptiResult counter_availability(CUpti_Profiler_GetCounterAvailability_Params* avail) {
-  CUptiResult result = CUPTI_SUCCESS;
-  for (int attempt = 0; attempt < kBusyAttempts; ++attempt) {
-    result = cuptiProfilerGetCounterAvailability(avail);
-    if (result != CUPTI_ERROR_HARDWARE_BUSY) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return result;
 }
 
 // A cold L2 before every pass: written over with a buffer twice its size.
@@ -112,12 +72,7 @@ class Session {
     }
   }
 
-  // The host's part: CUPTI's metric tables for this chip and the config
-  // image of `metrics`, those this GPU's profiler knows (the others go to
-  // `unavailable`). It reserves no counters, so it may be made while another
-  // process profiles the GPU; it costs most of the setup.
-  const std::vector<std::string>& prepare(const std::vector<std::string>& metrics,
-                                          std::vector<std::string>* unavailable) {
+  void enable() {
     CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
     check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
     initialized_ = true;
@@ -126,10 +81,16 @@ class Session {
     using GetCurrent = CUresult (*)(CUcontext*);
     void* entry = nullptr;
     cudaDriverEntryPointQueryResult found{};
+    CUcontext ctx = nullptr;
     if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &entry, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        entry == nullptr || reinterpret_cast<GetCurrent>(entry)(&ctx_) != CUDA_SUCCESS || ctx_ == nullptr) {
+        entry == nullptr || reinterpret_cast<GetCurrent>(entry)(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
       throw CuptiFailure{"cuCtxGetCurrent", CUPTI_ERROR_INVALID_CONTEXT};
     }
+    CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    enable.ctx = ctx;
+    check(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable");
+    object_ = enable.pRangeProfilerObject;
+
     int device = 0;
     cudaGetDevice(&device);
     CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
@@ -138,19 +99,22 @@ class Session {
     // Without the counter availability image CUPTI schedules one metric a
     // pass (25 passes instead of 4 on the H100), which costs more than reading it.
     CUpti_Profiler_GetCounterAvailability_Params avail{CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
-    avail.ctx = ctx_;
-    check(counter_availability(&avail), "cuptiProfilerGetCounterAvailability");
+    avail.ctx = ctx;
+    check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
     availability_.resize(avail.counterAvailabilityImageSize);
     avail.pCounterAvailabilityImage = availability_.data();
-    check(counter_availability(&avail), "cuptiProfilerGetCounterAvailability");
+    check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
     CUpti_Profiler_Host_Initialize_Params host{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     host.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     host.pChipName = chip.pChipName;
     host.pCounterAvailabilityImage = availability_.data();
     check(cuptiProfilerHostInitialize(&host), "cuptiProfilerHostInitialize");
     host_ = host.pHostObject;
+  }
 
-    // Every metric in one call: added one at a time, each would be scheduled in passes of its own.
+  // Adds the metrics this GPU's profiler knows, all in one call: added one
+  // at a time, each would be scheduled in passes of its own.
+  std::vector<std::string> configure(const std::vector<std::string>& metrics, std::vector<std::string>* unavailable) {
     std::vector<std::string>& taken = taken_;
     taken.clear();
     for (const std::string& name : metrics) {
@@ -161,12 +125,14 @@ class Session {
     }
     names_.clear();
     for (const std::string& name : taken) names_.push_back(name.c_str());
+    if (!taken.empty()) {
+      CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+      add.pHostObject = host_;
+      add.ppMetricNames = names_.data();
+      add.numMetrics = names_.size();
+      check(cuptiProfilerHostConfigAddMetrics(&add), "cuptiProfilerHostConfigAddMetrics");
+    }
     if (taken.empty()) return taken;
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = host_;
-    add.ppMetricNames = names_.data();
-    add.numMetrics = names_.size();
-    check(cuptiProfilerHostConfigAddMetrics(&add), "cuptiProfilerHostConfigAddMetrics");
     CUpti_Profiler_Host_GetConfigImageSize_Params size{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
     size.pHostObject = host_;
     check(cuptiProfilerHostGetConfigImageSize(&size), "cuptiProfilerHostGetConfigImageSize");
@@ -176,17 +142,6 @@ class Session {
     image.configImageSize = config_.size();
     image.pConfigImage = config_.data();
     check(cuptiProfilerHostGetConfigImage(&image), "cuptiProfilerHostGetConfigImage");
-    return taken;
-  }
-
-  // The context's part, after prepare(): the range profiler on this context,
-  // its counter data and the config, which hold the GPU's counters until the
-  // session ends (two processes cannot both hold them).
-  void arm() {
-    CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
-    enable.ctx = ctx_;
-    check(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable");
-    object_ = enable.pRangeProfilerObject;
 
     CUpti_RangeProfiler_GetCounterDataSize_Params data{CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
     data.pRangeProfilerObject = object_;
@@ -217,6 +172,7 @@ class Session {
     set.passIndex = 0;
     set.targetNestingLevel = 1;
     check(cuptiRangeProfilerSetConfig(&set), "cuptiRangeProfilerSetConfig");
+    return taken;
   }
 
   // One pass: the call inside the range. True once every pass was made.
@@ -237,8 +193,6 @@ class Session {
     check(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop");
     return stop.isAllPassSubmitted != 0;
   }
-
-  const std::vector<std::string>& taken() const { return taken_; }
 
   std::vector<double> values() {
     CUpti_RangeProfiler_DecodeData_Params decode{CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
@@ -264,7 +218,6 @@ class Session {
 
  private:
   bool initialized_ = false;
-  CUcontext ctx_ = nullptr;
   CUpti_RangeProfiler_Object* object_ = nullptr;
   CUpti_Profiler_Host_Object* host_ = nullptr;
   std::vector<uint8_t> availability_, config_, counters_;
@@ -283,71 +236,22 @@ nlohmann::json to_json(const CounterProfile& profile) {
           {"unavailable", profile.unavailable},
           {"passes", profile.passes},
           {"setup_seconds", profile.setup_seconds},
-          {"passes_seconds", profile.passes_seconds},
-          {"prepared_seconds", profile.prepared_seconds}};
-}
-
-namespace {
-
-// CUPTI's host part for one list of metrics (Session::prepare), or why it failed.
-struct Prepared {
-  std::vector<std::string> metrics;  // as asked for
-  std::unique_ptr<Session> session;  // null where the setup failed
-  std::vector<std::string> unavailable;
-  CounterProfile failed;
-  double seconds = 0;
-};
-
-// This process's, from prepare_counters until profile_call takes it. Never
-// freed at exit: CUPTI may be gone by then.
-Prepared* prepared = nullptr;
-
-std::unique_ptr<Prepared> prepare_now(const std::vector<std::string>& metrics) {
-  auto p = std::make_unique<Prepared>();
-  p->metrics = metrics;
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    p->session = std::make_unique<Session>();
-    p->session->prepare(metrics, &p->unavailable);
-  } catch (const CuptiFailure& f) {
-    p->session.reset();
-    p->failed = failure(f);
-  }
-  p->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return p;
-}
-
-}  // namespace
-
-void prepare_counters(const std::vector<std::string>& metrics) {
-  delete prepared;
-  prepared = prepare_now(metrics).release();
+          {"passes_seconds", profile.passes_seconds}};
 }
 
 CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call) {
-  std::unique_ptr<Prepared> p(prepared != nullptr && prepared->metrics == metrics ? prepared : nullptr);
-  if (!p) delete prepared;
-  prepared = nullptr;
-  const auto t0 = std::chrono::steady_clock::now();
-  // A host part that failed before the turn (the counters busy all along) is made again in it.
-  const double before = p && p->session ? p->seconds : 0.0;
-  if (!p || !p->session) p = prepare_now(metrics);
-  CounterProfile out = p->session ? CounterProfile{} : p->failed;
-  out.unavailable = p->unavailable;
-  out.prepared_seconds = before;
-  if (!p->session) return out;
-  Session& session = *p->session;
-  const std::vector<std::string> taken = session.taken();
+  CounterProfile out;
   try {
+    const auto t0 = std::chrono::steady_clock::now();
+    Session session;
+    session.enable();
+    const std::vector<std::string> taken = session.configure(metrics, &out.unavailable);
+    out.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (taken.empty()) {
       out.status = kProfileUnsupported;
       out.message = "this GPU's profiler knows none of the metrics asked for";
       return out;
     }
-    session.arm();
-    // The setup made here, in the GPU's turn: all of it unless prepare_counters made the host's part before.
-    out.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const auto passes_start = std::chrono::steady_clock::now();
     bool all = false;
     while (!all) {
       if (out.passes == kMaxProfilePasses) {
@@ -363,18 +267,30 @@ CounterProfile profile_call(const std::vector<std::string>& metrics, const std::
         return out;
       }
     }
-    out.passes_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - passes_start).count();
+    out.passes_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - out.setup_seconds;
     const std::vector<double> values = session.values();
     for (size_t i = 0; i < taken.size(); ++i) {
       if (std::isfinite(values[i])) out.values[taken[i]] = values[i];
     }
     out.status = kProfileMeasured;
   } catch (const CuptiFailure& f) {
-    CounterProfile failed = failure(f);
-    failed.unavailable = out.unavailable;
-    failed.passes = out.passes;
-    failed.setup_seconds = out.setup_seconds;
-    return failed;
+    switch (f.result) {
+      case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+        out.status = kProfileNotAllowed;
+        out.message = "this machine lets only administrators read the GPU's performance counters "
+                      "(the driver's RmProfilingAdminOnly)";
+        break;
+      case CUPTI_ERROR_NOT_SUPPORTED:
+      case CUPTI_ERROR_NOT_COMPATIBLE:
+      case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+        out.status = kProfileUnsupported;
+        out.message = describe(f);
+        break;
+      default:
+        out.status = kProfileFailed;
+        out.message = describe(f);
+    }
   }
   return out;
 }

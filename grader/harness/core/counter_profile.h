@@ -41,22 +41,14 @@ struct CounterProfile {
   std::map<std::string, double> values;  // metric name -> value, for the whole call
   std::vector<std::string> unavailable;  // names this GPU's profiler does not know
   int passes = 0;
-  double setup_seconds = 0;   // CUPTI's part before the first pass, made in this call
+  double setup_seconds = 0;   // CUPTI's part before the first pass
   double passes_seconds = 0;  // the passes, each with its L2 flush and its call
-  double prepared_seconds = 0;  // the setup's host part, made before (prepare_counters)
 };
 
 nlohmann::json to_json(const CounterProfile& profile);
 
-// Makes the host's part of CUPTI's setup for `metrics` now, for this
-// process's next profile_call of the same metrics: it costs most of the
-// setup and holds no counters, so it is made before the run's GPU turn
-// (gpu_turn.h). Needs the CUDA context current.
-void prepare_counters(const std::vector<std::string>& metrics);
-
 // Collects `metrics` over calls of `call` (it returns "" or why the call
-// failed), with the host's part prepare_counters made, or all of the setup
-// now. Needs the calling thread's CUDA context current.
+// failed). Needs the calling thread's CUDA context current.
 CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call);
 
 }  // namespace tilelab

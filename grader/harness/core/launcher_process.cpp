@@ -378,16 +378,6 @@ json LauncherProcess::call_request(const char* op, const LaunchArgs& args) const
   return req;
 }
 
-// Its answer tells the harness nothing: a setup that failed is said again by profile().
-void LauncherProcess::prepare_profile(const std::vector<std::string>& metrics) {
-  if (ended_ != ExitCode::kOk) return;
-  try {
-    request({{"op", "prepare_profile"}, {"metrics", metrics}});
-  } catch (const std::exception& e) {
-    note_end(e.what());
-  }
-}
-
 // The launcher's process says what its counters were: kept only where it is
 // the shape counter_profile.h gives, for the metrics asked for, as finite numbers.
 json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics) {
@@ -428,10 +418,9 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
   const json setup = reply.value("setup_seconds", json(0.0));
   if (setup.is_number() && std::isfinite(setup.get<double>())) out.setup_seconds = std::max(0.0, setup.get<double>());
-  for (auto [name, field] : {std::pair{"passes_seconds", &out.passes_seconds},
-                              std::pair{"prepared_seconds", &out.prepared_seconds}}) {
-    const json seconds = reply.value(name, json(0.0));
-    if (seconds.is_number() && std::isfinite(seconds.get<double>())) *field = std::max(0.0, seconds.get<double>());
+  const json passes_s = reply.value("passes_seconds", json(0.0));
+  if (passes_s.is_number() && std::isfinite(passes_s.get<double>())) {
+    out.passes_seconds = std::max(0.0, passes_s.get<double>());
   }
   if (out.status != kProfileMeasured) out.values.clear();
   return to_json(out);

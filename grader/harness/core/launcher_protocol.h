@@ -20,7 +20,6 @@
 //   {"op": "records", "windows": [...]} -> {"records": [{"kernels", "memory"}, ...]}
 //   {"op": "profile", "metrics", "m", "n", "p", "j", "k", "l", "props"?}
 //                                       -> the counters of untimed calls (counter_profile.h)
-//   {"op": "prepare_profile", "metrics"} -> {"ok": true}: the host's part of the next profile's setup, made now
 //   {"op": "quit"}                      -> the process ends
 // "m", "n" and "p" are [id, byte offset] into shared allocations.
 //

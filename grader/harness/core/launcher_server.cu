@@ -133,9 +133,6 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
       const Invocation call = invoke_launcher(
           binding, args, [&] { control->done.store(seq, std::memory_order_release); }, take_records);
       reply(replies, invocation_to_wire(call));
-    } else if (op == "prepare_profile" && usable) {
-      prepare_counters(req.at("metrics").get<std::vector<std::string>>());
-      reply(replies, {{"ok", true}});
     } else if (op == "records" && usable) {
       json records = json::array();
       for (const WindowRecord& r : take_window_records(req.at("windows").get<std::vector<uint64_t>>())) {
