@@ -57,11 +57,20 @@ class LocalService:
                                str(self.data)], capture_output=True, text=True, check=True)
         return made.stdout.strip()
 
-    def add_worker(self, name: str, gpu: Optional[str], in_flight: Optional[int] = None) -> None:
+    def add_worker(self, name: str, gpu: Optional[str], in_flight: Optional[int] = None,
+                   stalled_after: Optional[float] = None) -> None:
         args = ["worker", "--build", str(self.build), "--data-dir", str(self.data), "--name", name]
         args += ["--gpu", gpu] if gpu is not None else []
         args += ["--in-flight", str(in_flight)] if in_flight else []
+        args += ["--stalled-after", f"{stalled_after:g}"] if stalled_after else []
         self._tilelab(f"worker-{name}", *args)
+
+    def kill_worker(self, name: str) -> None:
+        """SIGKILL to the worker and everything it started, as a host that dies would end them."""
+        process = self.processes[f"worker-{name}"]
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
     def wait_ready(self, names: list, seconds: float = 600) -> dict:
         """The workers' rows in /api/v1/health once every one named is ready (they calibrate first)."""
