@@ -11,10 +11,10 @@ import click
 from tilelab.errors import TilelabError
 from tilelab.operations import batch as batch_mod
 from tilelab.system.atomic import write_atomically
-from tilelab.system.paths import find_root, unbuilt_reason
 
 from .class_bench import format_classes, run_classes, summarize
 from .grading_bench import format_bench, run_bench
+from .tree import built_tree
 
 
 @click.command()
@@ -33,14 +33,7 @@ from .grading_bench import format_bench, run_bench
 def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
          in_flight: int | None, class_size: int | None) -> None:
     """Phases, the critical path, GPU time and throughput of gradings."""
-    try:
-        root_path = Path(root).resolve() if root else find_root()
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from None
-    build = Path(build_dir).resolve() if build_dir else root_path / "build"
-    unbuilt = unbuilt_reason(build)
-    if unbuilt:
-        raise click.ClickException(f"{unbuilt}: run ./scripts/bootstrap, or cmake --build {build}")
+    root_path, build = built_tree(root, build_dir)
     out = Path(out_dir).resolve() if out_dir else build / "bench"
     chosen = batch_mod.parse_gpus(gpus) if gpus is not None else None
     if class_size:

@@ -22,12 +22,12 @@ from tilelab.operations.batch import find_gpus, parse_gpus
 from tilelab.operations.service.forward import hand_in_files
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.atomic import write_atomically
-from tilelab.system.paths import find_root, unbuilt_reason
 
 from .class_bench import percentile
 from .handins import distinct_hand_ins
 from .local_service import LocalService
 from .machine_load import MachineLoad
+from .tree import built_tree
 
 POLL_S = 1.0
 
@@ -105,11 +105,7 @@ def describe(run: dict) -> str:
 @click.option("--compare", is_flag=True, help="First the same on one GPU, and the ratio of all GPUs to it.")
 def main(root: Optional[str], build_dir: Optional[str], out_dir: Optional[str], count: int,
          rate_per_min: Optional[float], gpus: Optional[str], in_flight: Optional[int], compare: bool) -> None:
-    root_path = Path(root).resolve() if root else find_root()
-    build = Path(build_dir).resolve() if build_dir else root_path / "build"
-    unbuilt = unbuilt_reason(build)
-    if unbuilt:
-        raise click.ClickException(f"{unbuilt}: run ./scripts/bootstrap, or cmake --build {build}")
+    root_path, build = built_tree(root, build_dir)
     out = Path(out_dir).resolve() if out_dir else build / "bench-service"
     chosen = parse_gpus(gpus) if gpus is not None else (find_gpus() or [None])
     log = lambda m: click.echo(m, err=True)  # noqa: E731
