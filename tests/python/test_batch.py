@@ -263,8 +263,9 @@ def test_unsafe_names_are_refused_with_a_reason_and_the_rest_graded(tmp_path):
     assert "unsafe directory name" in next(r["status"] for r in book if r["student"] == "bad name")
     assert "its own files" in next(r["status"] for r in book if r["student"] == "gradebook.csv")
     assert sum("skipped: " in line for line in lines) == 6
-    assert sorted(p.name for p in out.iterdir()) == [".leaderboard-key", "gradebook.csv", "leaderboard.csv",
-                                                     "leaderboard.html", "ok.student-1"]
+    assert sorted(p.name for p in out.iterdir()) == [".leaderboard-key", "class-report", "class-report.html",
+                                                     "gradebook.csv", "leaderboard.csv", "leaderboard.html",
+                                                     "ok.student-1"]
 
 
 def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path, monkeypatch):

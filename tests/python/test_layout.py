@@ -13,7 +13,8 @@ PACKAGE = GRADER / "tilelab"
 MAX_LINES = 500
 
 # Each layer may import the layers before it, never one after it.
-LAYERS = ["errors", "system", "text", "spec", "grading", "outputs", "operations", "authoring", "selftest", "cli"]
+LAYERS = ["errors", "system", "text", "spec", "grading", "outputs", "classwork", "operations", "authoring", "selftest",
+          "cli"]
 
 
 def modules() -> list:

@@ -3,7 +3,8 @@
 - DIR holds one directory per student id, each graded as `tilelab grade`
   grades it into OUT/<student>/ (scheduler); a matching OUT/<student>/.done
   is not graded again unless --force (students).
-- OUT/gradebook.csv and the class leaderboards collect the results (gradebook).
+- OUT/gradebook.csv, the class leaderboards and the class report collect
+  the results (gradebook).
 - With --slurm an sbatch array script is written, and --gradebook-only
   collects what its tasks wrote (slurm).
 """

@@ -1,4 +1,4 @@
-"""Gradebook rows, the run's summary, OUT/gradebook.csv and the class leaderboards.
+"""Gradebook rows, the run's summary, OUT/gradebook.csv, the class leaderboards and the class report.
 
 - OUT/gradebook.csv is rewritten whole after every submission, so an
   interruption loses nothing. After the columns courses' spreadsheets
@@ -8,6 +8,8 @@
 - For a part scored against cuBLAS, OUT/leaderboard.csv and .html rank the
   class once every submission is graded; keep OUT/.leaderboard-key, the
   secret the aliases are drawn with, and later runs give the same aliases.
+- OUT/class-report.html and the CSVs of its figures (classwork/) are drawn
+  from every grading in OUT once the class is graded.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ...classwork.class_report_handins import ClassReportError
+from ...classwork.class_report_page import write_class_report
 from ...grading.model import ESTIMATED_RULE, PartResult, Stage
 from ...outputs.causes import part_state
 from ...outputs.gradescope import error_results
@@ -65,6 +69,8 @@ class BatchSummary:
     workers: int = 0  # gradings at a time: GPUs x in_flight, or CPU workers without a GPU
     in_flight: int = 1  # gradings at a time on each GPU
     leaderboards: list = field(default_factory=list)  # the class leaderboards' files written, if any
+    class_report: Optional[Path] = None  # OUT/class-report.html, when there was a grading to draw it from
+    class_report_note: str = ""  # why there is none
 
     @property
     def graded(self) -> int:
@@ -94,6 +100,11 @@ class BatchSummary:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def class_report_line(self) -> str:
+        if self.class_report is not None:
+            return f"class report: {self.class_report} (for staff: it names students and shows the answer key)"
+        return f"no class report: {self.class_report_note}"
 
     def line(self) -> str:
         ran = [r for r in self.rows if r.status in (GRADED, GRADER_ERROR) and r.seconds is not None
@@ -230,6 +241,15 @@ def write_leaderboards(out_dir: Path, rows: list, assignment: Assignment) -> lis
     return written
 
 
+def class_report_of(out_dir: Path, assignment: Assignment) -> tuple:
+    """(OUT/class-report.html or None, why there is none): the class report
+    drawn from every grading in OUT, once the class is graded."""
+    try:
+        return write_class_report(out_dir, assignment)[0], ""
+    except ClassReportError as e:
+        return None, str(e)
+
+
 def gradebook_only(class_dir: Path, out_dir: Path, *, root: Path) -> BatchSummary:
     """Collects the results already in OUT into OUT/gradebook.csv (and the
     class leaderboard, when there is one); grades nothing."""
@@ -242,8 +262,10 @@ def gradebook_only(class_dir: Path, out_dir: Path, *, root: Path) -> BatchSummar
     rows = [dataclasses.replace(r, resumed=r.status == GRADED) for r in rows]  # all graded by earlier runs
     out_dir.mkdir(parents=True, exist_ok=True)
     write_gradebook(out_dir / GRADEBOOK_FILE, rows, part_ids)
+    leaderboards = write_leaderboards(out_dir, rows, assignment)
+    report, note = class_report_of(out_dir, assignment)
     return BatchSummary(rows, wall_seconds=time.monotonic() - clock, gradebook=out_dir / GRADEBOOK_FILE,
-                        leaderboards=write_leaderboards(out_dir, rows, assignment))
+                        leaderboards=leaderboards, class_report=report, class_report_note=note)
 
 
 def _again_text(reasons: Counter, verb: str) -> str:

@@ -13,6 +13,8 @@ token's holder. Plain HTML and CSS from Jinja templates, no JavaScript.
   autoescaped; the pages' CSP forbids scripts, frames and foreign forms.
 - A regrade is a new grade-mode submission of a stored hand-in, queued in
   the transaction that records it, as records.accept queues an upload.
+- The class report (/staff/class-report) is the page `tilelab batch` writes,
+  drawn from each student's latest grading (class_pages.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ...grading.options import fresh_seed
-from . import records
+from ...spec.assignment import Assignment
+from . import class_pages, records
 from .config import Limits
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -62,7 +65,7 @@ CREATE TABLE IF NOT EXISTS tilelab_staff_sessions (
 )"""
 
 
-def add_dashboard(app, state: dict, database_url: str, limits: Limits) -> None:
+def add_dashboard(app, state: dict, database_url: str, limits: Limits, assignment: Assignment) -> None:
     """Adds the /staff pages to `app`; state["pool"] and state["queue"] are
     the gateway's, open while it serves."""
     import psycopg
@@ -241,6 +244,33 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits) -> None:
             plot = base64.b64encode(bytes(result["plot_png"])).decode()
             text = text.replace('src="roofline.png"', f'src="data:image/png;base64,{plot}"', 1)
         return HTMLResponse(text, headers={**PAGE_HEADERS, "Content-Security-Policy": REPORT_CSP})
+
+    @app.get("/staff/class-report", include_in_schema=False)
+    def class_report(request: Request):
+        """What the class did, from each student's latest grading (class_pages.py)."""
+        with state["pool"].connection() as conn:
+            session = session_of(conn, request)
+            if session is None:
+                return to_login()
+            gradings = class_pages.latest_gradings(conn)
+        text, missing = class_pages.class_page(gradings, assignment)
+        if text is None:
+            return message(404, "No class report", f"{missing[:1].upper()}{missing[1:]}.", session)
+        return HTMLResponse(text, headers={**PAGE_HEADERS, "Content-Security-Policy": class_pages.CLASS_REPORT_CSP})
+
+    @app.get("/staff/class-report/{name}", include_in_schema=False)
+    def class_report_csv(request: Request, name: str):
+        with state["pool"].connection() as conn:
+            session = session_of(conn, request)
+            if session is None:
+                return to_login()
+            gradings = class_pages.latest_gradings(conn)
+        text = class_pages.class_csv(gradings, assignment, name)
+        if text is None:
+            return message(404, "No such file", "The class report has no such CSV, or nothing is graded yet.",
+                           session)
+        return Response(text, media_type="text/csv", headers={
+            **PAGE_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'})
 
     # ------------------------------------------------------------ regrades
 

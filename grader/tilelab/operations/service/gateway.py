@@ -260,7 +260,7 @@ def create_app(config: ServiceConfig, database_url: str, root):
             value = grade_json_for_student(value)
         return Response(value if isinstance(value, (bytes, str)) else bytes(value), media_type=media)
 
-    add_dashboard(app, state, database_url, limits)  # the staff's HTML pages under /staff
+    add_dashboard(app, state, database_url, limits, assignment)  # the staff's HTML pages under /staff
     return app
 
 
