@@ -1,7 +1,8 @@
 """`python -m bench.measurements` (what `scripts/measurements` runs): rewrite docs/measurements.md's figures.
 
 - Each source has a block between its two markers (`markers`): gpu-suite
-  (the last table `scripts/gpu-suite` prints) and bench (`scripts/bench`'s bench.json).
+  (the last table `scripts/gpu-suite` prints), bench (`scripts/bench`'s
+  bench.json) and bench-check (`scripts/bench-check --out`'s JSON).
 - Only the text between a source's markers changes (replace_block); markers
   missing, doubled or out of order are an error, and the page is left as it was.
 - Each block names its machine and date; --machine and --date fill in what a
@@ -195,6 +196,30 @@ def render_bench(bench: dict, machine: str = "", date: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_bench_check(found: dict, machine: str = "", date: str = "") -> str:
+    """The bench-check block from `scripts/bench-check --out`'s JSON (bench/check_bench.py):
+    each figure's median against its goal and the figure before, and nvcc alone."""
+    gpu = found.get("gpu")
+    where = "a fresh student bundle" if found.get("place") == "bundle" else "the project tree"
+    lines = [_dated(gpu or machine or "no GPU", found.get("date") or date), "",
+             f"`scripts/bench-check` in {where}, the median of {found.get('runs', 1)} runs"
+             + ("" if gpu else "; no GPU, so the GPU stages did not run and the goals are not compared") + ".", "",
+             "| the student's check | now | goal | before |", "| --- | ---: | ---: | ---: |"]
+    for figure in (found.get("figures") or {}).values():
+        met = "" if not gpu else (" (met)" if figure["median"] <= figure["goal"] else " (not met)")
+        lines.append(f"| {figure.get('what', '')} | {figure['median']:.2f} s{met} | {figure['goal']:g} s | "
+                     f"{figure['before']:.2f} s |")
+    nvcc = found.get("nvcc_seconds")
+    lines.append(f"| nvcc alone, compiling naive.cu (the floor of a check that compiles) | "
+                 f"{f'{nvcc:.2f} s' if nvcc is not None else 'not measured'} | | |")
+    for name, breakdown in (found.get("breakdowns") or {}).items():
+        if breakdown and name in ("edited", "uncoalesced"):
+            what = (found.get("figures") or {}).get(name, {}).get("what", name)
+            lines += ["", f"Where {what} spent its time (its last run, `-v`):", ""]
+            lines += [f"    {line}" for line in breakdown]
+    return "\n".join(lines) + "\n"
+
+
 def read_summary(path: Path) -> str:
     """gpu-suite's summary from its own file, or from logs.tgz (logs/gpu-suite-summary.txt)."""
     try:
@@ -210,7 +235,7 @@ def read_summary(path: Path) -> str:
 
 
 def update(page: str, gpu_suite: Optional[str] = None, bench: Optional[dict] = None,
-           machine: str = "", date: str = "") -> str:
+           machine: str = "", date: str = "", bench_check: Optional[dict] = None) -> str:
     """`page` with the blocks of the sources given rewritten."""
     if gpu_suite is not None:
         summary = parse_gpu_suite(gpu_suite)
@@ -218,28 +243,35 @@ def update(page: str, gpu_suite: Optional[str] = None, bench: Optional[dict] = N
         page = replace_block(page, "gpu-suite", render_gpu_suite(summary))
     if bench is not None:
         page = replace_block(page, "bench", render_bench(bench, machine, date))
+    if bench_check is not None:
+        page = replace_block(page, "bench-check", render_bench_check(bench_check, machine, date))
     return page
+
+
+def _read_json(path: Optional[Path]) -> Optional[dict]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path else None
+    except (OSError, ValueError) as e:
+        raise MeasurementsError(f"{path}: cannot read it as JSON ({e})") from None
 
 
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.measurements", description=__doc__.splitlines()[0])
     parser.add_argument("--gpu-suite", type=Path, help=f"scripts/gpu-suite's {SUMMARY_NAME}, or its logs.tgz")
     parser.add_argument("--bench", type=Path, help="scripts/bench's bench.json")
+    parser.add_argument("--bench-check", type=Path, help="scripts/bench-check --out's JSON")
     parser.add_argument("--doc", type=Path, default=DOC, help="the page to rewrite (default: %(default)s)")
     parser.add_argument("--machine", default="", help="the machine, where a source does not name it")
     parser.add_argument("--date", default=None, help="the date, where a source does not say it (default: today)")
     args = parser.parse_args(argv)
-    if args.gpu_suite is None and args.bench is None:
-        parser.error("give --gpu-suite FILE, --bench FILE or both")
+    if args.gpu_suite is None and args.bench is None and args.bench_check is None:
+        parser.error("give --gpu-suite FILE, --bench FILE, --bench-check FILE, or several")
     date = args.date or datetime.date.today().isoformat()
     try:
         page = args.doc.read_bytes().decode("utf-8")
         summary = read_summary(args.gpu_suite) if args.gpu_suite else None
-        try:
-            bench = json.loads(args.bench.read_text(encoding="utf-8")) if args.bench else None
-        except (OSError, ValueError) as e:
-            raise MeasurementsError(f"{args.bench}: cannot read bench.json ({e})") from None
-        new = update(page, summary, bench, args.machine, date)
+        bench, bench_check = (_read_json(path) for path in (args.bench, args.bench_check))
+        new = update(page, summary, bench, args.machine, date, bench_check)
     except (OSError, MeasurementsError) as e:
         print(f"measurements: {args.doc}: {e}", file=sys.stderr)
         return 1
@@ -248,7 +280,8 @@ def main(argv: Optional[list] = None) -> int:
     else:
         args.doc.write_bytes(new.encode("utf-8"))
         print(f"{args.doc}: rewrote " + " and ".join(s for s, given in (("gpu-suite", args.gpu_suite),
-                                                                           ("bench", args.bench)) if given))
+                                                                           ("bench", args.bench),
+                                                                           ("bench-check", args.bench_check)) if given))
     return 0
 
 

@@ -10,6 +10,7 @@ import click
 from . import __version__
 from .cli_options import BUILD_OPTION, build_path, built_dir, root_of
 from .cli_service import COMMANDS
+from .cli_similarity import COMMANDS as SIMILARITY_COMMANDS
 from .errors import TilelabError
 from .grading.answers_file import ANSWERS_FILE
 from .spec.assignment import Assignment, AssignmentError, load_assignment
@@ -171,6 +172,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
             summary = batch_mod.gradebook_only(Path(class_dir), out, root=root)
             click.echo(f"{summary.resumed} graded, {summary.errors} grader errors, {summary.skipped} without "
                        f"results; wrote {', '.join(str(p) for p in [summary.gradebook, *summary.leaderboards])}")
+            click.echo(summary.class_report_line())
             sys.exit(0 if summary.ok else 2)
         build = built_dir(root, build_dir)
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
@@ -189,6 +191,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
     click.echo(f"gradebook: {summary.gradebook}")
     for path in summary.leaderboards:
         click.echo(f"leaderboard: {path}")
+    click.echo(summary.class_report_line())
     sys.exit(0 if summary.ok else 2)
 
 
@@ -197,38 +200,67 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
 @click.option("--dir", "work_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="Directory holding your part files (default: ROOT/starter, or the folder of the file named).")
 @BUILD_OPTION
-@_out_option("report.md, report.html and grade.json", "check")
+@_out_option("grade.json (and, with --report, report.md and report.html)", "check")
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer for a faster answer.")
 @click.option("--fast", is_flag=True, help="Only build and run the public cases: no compute-sanitizer, no timing "
                                            "(the quickest answer while you edit; those stages show as not run).")
 @click.option("--remote", is_flag=True, help="Check on the grading service (tilelab-service.yaml, TILELAB_SERVICE_*).")
+@click.option("--report", is_flag=True, help="Also write report.md and report.html into --out (by default a check "
+                                             "writes grade.json alone).")
+@click.option("--again", is_flag=True, help="Run the check even when nothing changed since the last one (by default "
+                                            "an unchanged check shows its last result at once).")
+@click.option("--verbose", "-v", is_flag=True, help="Also say where the check's time went.")
+@click.option("--watch", is_flag=True, help="Stay running and check PART again each time its file is saved "
+                                            "(Ctrl-C stops).")
 @click.pass_context
 def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir: str | None, out_dir: str | None,
-          no_sanitizers: bool, fast: bool, remote: bool) -> None:
+          no_sanitizers: bool, fast: bool, remote: bool, report: bool, again: bool, verbose: bool,
+          watch: bool) -> None:
     """Run the public cases of PART (naive, naive.cu, answers.yaml; default: all) on this GPU, or on the service."""
+    startup = None
+    if not remote:
+        from .operations.check_run import process_age
+
+        startup = process_age()
     root = root_of(ctx.obj["root"])
     build = build_path(root, build_dir) if remote else built_dir(root, build_dir)
     assignment = _load(root)
     part_ids, answers_only, file_dir = _check_target(assignment, part)
-    if not answers_only and not remote:
-        _warm_up(build)
     from .grading.options import GradeOptions
-    from .operations.grading_run import CHECK, run_grading
-    from .operations.service.forward import remote_check
-    from .outputs.check_view import check_passed, print_check
 
     if work_dir and file_dir and Path(work_dir).resolve() != file_dir:
         raise click.UsageError(f"{part} is not in --dir {work_dir}: name the part alone, or drop --dir")
     submission = Path(work_dir).resolve() if work_dir else file_dir or root / "starter"
     out = _out_path(out_dir, build, "check")
     if remote:
+        if watch:
+            raise click.UsageError("--watch checks on this machine: drop --remote")
+        from .operations.service.forward import remote_check
+
         sys.exit(remote_check(root, submission, out, part_ids, answers_only))
     options = GradeOptions.for_tree(root, build, out, mode="check", parts=part_ids, answers_only=answers_only,
                                     questions=part is None, sanitizers=not (no_sanitizers or fast), timing=not fast)
-    result = run_grading(submission, options, CHECK, progress=lambda m: click.echo(f"... {m}", err=True)).result
-    print_check(result)
-    click.echo(f"full report: {out / 'report.md'}")
-    sys.exit(0 if check_passed(result) else 1)
+    warm_up = (lambda: None) if answers_only else (lambda: _warm_up(build))
+    if watch:
+        from .operations.check_watch import watch_checks
+
+        sys.exit(watch_checks(submission, options, again=again, report=report, verbose=verbose, warm_up=warm_up,
+                              report_command=_report_command()))
+    from .operations.check_run import run_check, show
+
+    outcome = run_check(submission, options, again=again, report=report, warm_up=warm_up, startup=startup,
+                        progress=lambda m: click.echo(f"... {m}", err=True))
+    show(outcome, _report_command(), verbose=verbose)
+    sys.exit(outcome.code)
+
+
+def _report_command() -> str:
+    """This command as typed, with --report: what writes the reports of the same check."""
+    import shlex
+
+    prog = sys.argv[0] if Path(sys.argv[0]).name == "tilelab" else "tilelab"
+    dropped = ("--again", "--verbose", "-v", "--watch")
+    return shlex.join([prog, *(a for a in sys.argv[1:] if a not in dropped), "--report"])
 
 
 def _check_target(assignment: Assignment, name: str | None) -> tuple:
@@ -402,7 +434,19 @@ def gates(ctx: click.Context, build_dir: str | None, out_dir: str | None, which:
     sys.exit(outcome.exit_code)
 
 
-for _command in COMMANDS:  # the grading service's: cli_service.py
+@main.command("class-report")
+@click.argument("graded_dir", metavar="GRADED_DIR", type=click.Path(exists=True, file_okay=False))
+@click.pass_context
+def class_report(ctx: click.Context, graded_dir: str) -> None:
+    """Draw the class report of a graded class again (`tilelab batch` writes it): GRADED_DIR/class-report.html
+    and a CSV of every figure in GRADED_DIR/class-report/. For staff: it names students and shows the key."""
+    from .classwork.class_report_page import write_class_report
+
+    written = write_class_report(Path(graded_dir).resolve(), _load(root_of(ctx.obj["root"])))
+    click.echo(f"wrote {written[0]} and {len(written) - 1} CSV files in {written[1].parent}")
+
+
+for _command in COMMANDS + SIMILARITY_COMMANDS:  # beside this file: cli_service.py, cli_similarity.py
     main.add_command(_command)
 
 

@@ -40,7 +40,7 @@ def test_every_out_and_jobs_option_follows_one_convention():
     commands = {name: command for name, command in main.commands.items()}
     with_out = {name for name, c in commands.items() if any(p.name == "out_dir" for p in c.params)}
     # Every command that writes files takes --out DIR, by default BUILD/<command>.
-    assert with_out == {"grade", "batch", "check", "selftest", "handout", "dist", "gates"}
+    assert with_out == {"grade", "batch", "check", "selftest", "handout", "dist", "gates", "similarity"}
     for name in with_out:
         out = next(p for p in commands[name].params if p.name == "out_dir")
         assert out.opts == ["--out"] and f"(default: BUILD/{name})" in out.help, name
@@ -97,7 +97,7 @@ def test_check_without_a_gpu_names_the_stubs_left_and_where_to_run(tmp_path):
     work = _checkout_copy(tmp_path)
     shutil.copy(ROOT / "solutions" / "tiled.cu", work / "tiled.cu")
     run = tilelab("--root", str(ROOT), "check", "--build", str(build), "--dir", str(work), "--fast",
-                  "--out", str(tmp_path / "out"))
+                  "--out", str(tmp_path / "out"), "--report")
     if json.loads((tmp_path / "out" / "grade.json").read_text())["gpu"]:
         pytest.skip("skipped: this machine has a GPU (the view without one is what is tested)")
     assert run.returncode == 1, run.stderr
@@ -114,13 +114,49 @@ def test_check_takes_a_part_by_its_file_and_scores_only_that_part(tmp_path):
     build = build_dir()
     work = _checkout_copy(tmp_path)
     run = tilelab("--root", str(ROOT), "check", str(work / "naive.cu"), "--build", str(build), "--fast",
-                  "--out", str(tmp_path / "out"))
+                  "--out", str(tmp_path / "out"), "--report")
     assert run.returncode in (0, 1) and "Traceback" not in run.stderr
     graded = json.loads((tmp_path / "out" / "grade.json").read_text())
     assert [p["id"] for p in graded["parts"]] == ["naive"] and graded["submission"] == str(work)
     # The headline counts what this command checked: the part, not the questions.
     assert graded["answers"] is None and graded["max_score"] == 15
     assert "**Score: 0 / 15**" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_check_writes_the_reports_only_when_asked_and_says_the_command_that_does(tmp_path):
+    """grade.json alone by default, and one line with the command that
+    writes the reports; --report writes them as before; a later check
+    without it removes them, since they would not match its table."""
+    build, work, out = build_dir(), _checkout_copy(tmp_path), tmp_path / "out"
+    args = ("--root", str(ROOT), "check", "naive", "--dir", str(work), "--build", str(build), "--fast", "--out",
+            str(out))
+    plain = tilelab(*args)
+    assert plain.returncode == 1 and "Traceback" not in plain.stderr
+    assert (out / "grade.json").is_file() and not (out / "report.md").exists() and not (out / "report.html").exists()
+    assert f"report: `tilelab {' '.join(args)} --report` writes {out / 'report.md'} and report.html" in plain.stdout
+    reported = tilelab(*args, "--report")
+    assert reported.returncode == 1 and f"full report: {out / 'report.md'}" in reported.stdout
+    assert "**Score: 0 / 15**" in (out / "report.md").read_text() and (out / "report.html").is_file()
+    # The same table: the report came from the same result.
+    assert plain.stdout.split("report:")[0] in reported.stdout
+    tilelab(*args)
+    assert not (out / "report.md").exists() and not (out / "report.html").exists()
+
+
+def test_check_verbose_says_where_the_time_went(tmp_path):
+    build, work = build_dir(), _checkout_copy(tmp_path)
+    # Bytes never built before: the part is compiled, not taken from the kept builds.
+    (work / "naive.cu").write_text((ROOT / "solutions" / "naive.cu").read_text() + f"// {tmp_path}\n")
+    run = tilelab("--root", str(ROOT), "check", "naive", "--dir", str(work), "--build", str(build), "--fast", "-v",
+                  "--out", str(tmp_path / "out"))
+    assert "Traceback" not in run.stderr and "where the time went" in run.stdout
+    rows = {line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("  ") and line.split()}
+    assert "naive" in rows["build"] and "(nvcc compile, then link)" in rows["build"]
+    graded = json.loads((tmp_path / "out" / "grade.json").read_text())
+    start, end = graded["spans"]["build"]
+    assert f"{start:.2f} -> {end:.2f}" in rows["build"]
+    total = re.search(r"^the command: ([\d.]+) s: start-up .* the grading ([\d.]+) s", run.stdout, re.M)
+    assert total and float(total[1]) >= float(total[2]) > 0
 
 
 def test_check_says_in_the_terminal_when_answers_yaml_cannot_be_read(tmp_path):

@@ -179,3 +179,46 @@ def test_the_page_has_both_blocks_and_links_the_archive():
         begin, end = measurements.markers(source)
         assert page.count(begin) == 1 and page.count(end) == 1 and page.index(begin) < page.index(end)
     assert "(measurements-archive.md)" in page and (ROOT / "docs" / "measurements-archive.md").is_file()
+
+
+BENCH_CHECK = {  # laid out as scripts/bench-check --out writes it (bench/check_bench.py)
+    "place": "bundle", "note": "", "gpu": "NVIDIA H100 80GB HBM3", "runs": 3, "date": "2026-11-28",
+    "figures": {
+        "edited": {"what": "`tilelab check naive` after an edit", "median": 2.31, "runs": [2.3, 2.31, 2.4],
+                   "goal": 2.5, "before": 4.39},
+        "unchanged": {"what": "the same, nothing changed since", "median": 0.42, "runs": [0.4, 0.42, 0.45],
+                      "goal": 1.0, "before": 2.93},
+        "uncoalesced": {"what": "an uncoalesced naive kernel, after an edit", "median": 3.9, "runs": [3.9],
+                        "goal": 3.5, "before": 6.38},
+    },
+    "nvcc_seconds": 1.12,
+    "breakdowns": {"edited": ["where the time went (seconds from the grading's start; phases overlap):",
+                              "  build      0.05 -> 1.20   1.15  naive 1.13 s (nvcc compile, then link)"],
+                   "unchanged": ["nothing ran: this command took 0.40 s. The check at 10:00:01 took:"]},
+}
+
+
+def test_the_bench_check_block_shows_each_figure_against_its_goal(tmp_path, capsys):
+    block = measurements.render_bench_check(BENCH_CHECK)
+    assert block.startswith("Machine: NVIDIA H100 80GB HBM3. Date: 2026-11-28.")
+    assert "| `tilelab check naive` after an edit | 2.31 s (met) | 2.5 s | 4.39 s |" in block
+    assert "| an uncoalesced naive kernel, after an edit | 3.90 s (not met) | 3.5 s | 6.38 s |" in block
+    assert "| nvcc alone, compiling naive.cu (the floor of a check that compiles) | 1.12 s | | |" in block
+    # The breakdown of a check that compiled, as --verbose printed it; not the unchanged one's.
+    assert "Where `tilelab check naive` after an edit spent its time (its last run, `-v`):" in block
+    assert "\n      build      0.05 -> 1.20   1.15  naive 1.13 s (nvcc compile, then link)\n" in block
+    assert "nothing ran" not in block
+    without_gpu = measurements.render_bench_check(dict(BENCH_CHECK, gpu=None))
+    assert "no GPU, so the GPU stages did not run and the goals are not compared" in without_gpu
+    assert "(met)" not in without_gpu and "(not met)" not in without_gpu
+    page = ROOT / "docs" / "measurements.md"
+    doc = tmp_path / "measurements.md"
+    doc.write_bytes(page.read_bytes())
+    found = tmp_path / "bench-check.json"
+    found.write_text(json.dumps(BENCH_CHECK))
+    assert measurements.main(["--bench-check", str(found), "--doc", str(doc)]) == 0
+    rewritten = doc.read_text(encoding="utf-8")
+    assert block in rewritten
+    begin, end = measurements.markers("bench-check")
+    outside = page.read_text(encoding="utf-8")
+    assert rewritten.split(begin)[0] == outside.split(begin)[0] and rewritten.split(end)[1] == outside.split(end)[1]

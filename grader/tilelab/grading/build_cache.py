@@ -64,6 +64,12 @@ class BuildCache:
         _feed(base, Path(static_checks.__file__))
         self._base = base.hexdigest()
 
+    @property
+    def base_digest(self) -> str:
+        """The digest of what every part's executable depends on besides its
+        own file: the build, the harness and the audit's rules."""
+        return self._base
+
     def key(self, part: Part, source: Path, compute_capability: Optional[str] = None) -> str:
         """`compute_capability`: the GPU the part was built for alone (None: every GPU of the build)."""
         digest = hashlib.sha256(self._base.encode())

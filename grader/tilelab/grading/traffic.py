@@ -112,7 +112,8 @@ class Traffic:
     fma_share: Optional[float] = None  # FMA-pipe instructions among all executed (FFMA, and IMAD for addresses)
     stalls: list = field(default_factory=list)  # [[reason, share of active warp cycles]], largest first
     passes: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole profile of the call, CUPTI's set-up included
+    setup_seconds: float = 0.0  # CUPTI's set-up, before the first pass
 
     def level(self, name: str) -> Optional[Level]:
         return next((lv for lv in self.levels if lv.name == name), None)
@@ -143,7 +144,8 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
 
-def traffic_from(metrics: dict, j: int, k: int, l: int, passes: int = 0, seconds: float = 0.0) -> Traffic:
+def traffic_from(metrics: dict, j: int, k: int, l: int, passes: int = 0, seconds: float = 0.0,
+                 setup_seconds: float = 0.0) -> Traffic:
     """The figures of one profiled call of a j x k x l product."""
     flop = float(matmul_flop(j, k, l))
     global_loads = _value(metrics, GLOBAL_LOAD_INSTRUCTIONS)
@@ -173,7 +175,7 @@ def traffic_from(metrics: dict, j: int, k: int, l: int, passes: int = 0, seconds
         local_bytes=_sum(metrics, LOCAL_LOAD_BYTES, LOCAL_STORE_BYTES) or 0.0,
         achieved_occupancy=_value(metrics, WARPS_ACTIVE_PCT),
         fma_share=_ratio(_value(metrics, FMA_PIPE_INSTRUCTIONS), _value(metrics, INSTRUCTIONS)),
-        stalls=stalls[:3], passes=passes, seconds=round(seconds, 3),
+        stalls=stalls[:3], passes=passes, seconds=round(seconds, 3), setup_seconds=round(setup_seconds, 3),
     )
 
 
@@ -193,9 +195,16 @@ def profiled_case(case: dict) -> Profiled:
     if not isinstance(metrics, dict) or not all(isinstance(d, int) and d > 0 for d in dims):
         return Profiled(note="not measured: the harness's counters could not be read")
     passes = profile.get("passes") if isinstance(profile.get("passes"), int) else 0
-    seconds = profile.get("seconds") if isinstance(profile.get("seconds"), (int, float)) else 0.0
+    seconds, setup = (_seconds(profile.get(name)) for name in ("seconds", "setup_seconds"))
     counters = {str(k): float(v) for k, v in metrics.items() if _value(metrics, k) is not None}
-    return Profiled(traffic=traffic_from(counters, *dims, passes=passes, seconds=float(seconds)), counters=counters)
+    return Profiled(traffic=traffic_from(counters, *dims, passes=passes, seconds=seconds, setup_seconds=setup),
+                    counters=counters)
+
+
+def _seconds(value) -> float:
+    """A duration the harness reported (untrusted): 0 unless a finite, non-negative number."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else 0.0
 
 
 def with_occupancy(traffic: Traffic, launches, device) -> Traffic:

@@ -160,9 +160,11 @@ def check_passed(result: GradeResult) -> bool:
     return parts_ok and (answers is None or (answers.status == "read" and not answers.count("invalid")))
 
 
-def print_check(result: GradeResult, console: Console = None, where: str = "") -> None:
+def print_check(result: GradeResult, console: Console = None, where: str = "", where_to_run: bool = True) -> None:
     """The check's table and what to fix first. `where`: the grading
-    service that ran it (`check --remote`), when it did not run here."""
+    service that ran it (`check --remote`), when it did not run here.
+    `where_to_run`: without a GPU, say where the GPU stages can run (`check
+    --watch` says it once, not on every save)."""
     console = console or Console()
     if result.parts:
         if result.gpu:
@@ -172,7 +174,7 @@ def print_check(result: GradeResult, console: Console = None, where: str = "") -
     for note in result.notes:
         if note != NO_DEVICE_NOTE:  # the table's title says so
             console.print(f"[yellow]{note}[/yellow]")
-    if result.parts and not result.gpu:
+    if result.parts and not result.gpu and where_to_run:
         console.print(NO_GPU_THERE if where else WHERE_TO_RUN)
     _print_answers(result, console)
     for p in result.parts:
