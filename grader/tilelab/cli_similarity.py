@@ -28,7 +28,6 @@ def similarity(ctx: click.Context, class_dir: str, out_dir: str | None, build_di
                threshold: float | None, starter_dir: str | None) -> None:
     """Which hand-ins look alike: per part file, the pairs of DIR's hand-ins (one folder per student, as for
     batch) ranked by the code they share beyond the starter. Needs no GPU and no grading."""
-    from .authoring.starter import STARTER_DIR
     from .operations.batch import find_students
     try:
         from .classwork import similarity as sim
@@ -37,7 +36,7 @@ def similarity(ctx: click.Context, class_dir: str, out_dir: str | None, build_di
         raise click.ClickException(f"tilelab similarity needs the Python package {e.name}: pip install copydetect, "
                                    "or run scripts/python-env where there is network") from None
     from .spec.assignment import load_assignment
-    from .system.paths import ASSIGNMENT_FILE
+    from .system.paths import ASSIGNMENT_FILE, STARTER_DIR
 
     started = time.monotonic()
     root = root_of(ctx.obj["root"])

@@ -30,9 +30,10 @@ from ..errors import TilelabError
 from ..spec.assignment import load_assignment
 from ..spec.public import public_assignment_text
 from ..spec.reference_gpu import REFERENCE_GPU_PATH
-from ..system.paths import ANSWER_KEY_FILE, ASSIGNMENT_FILE, BUNDLED_ANSWER_KEY_FILE, COMPILED_REFERENCES_DIR
+from ..system.paths import (ANSWER_KEY_FILE, ASSIGNMENT_FILE, BUNDLED_ANSWER_KEY_FILE, COMPILED_REFERENCES_DIR,
+                            STARTER_DIR)
 from .compiled_references import ReferenceBuildError, compile_references
-from .starter import STARTER_DIR, StarterError, starter_files
+from .starter import StarterError, starter_files
 
 # Project files that make up the build and the grader, shared by both bundles.
 BUILD_FILES = ("CMakeLists.txt", "cmake", "include", "grader/harness", "grader/roofline", "grader/tilelab",

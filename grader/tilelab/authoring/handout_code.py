@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..errors import TilelabError
 from ..spec.assignment import Part
-from .starter import BEGIN_SOLUTION, STARTER_DIR, region_marker
+from ..system.paths import STARTER_DIR
+from .starter import BEGIN_SOLUTION, region_marker
 
 SOLUTIONS_DIR = "solutions"
 

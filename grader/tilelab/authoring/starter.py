@@ -19,7 +19,6 @@ from ..grading.answers_file import ANSWERS_FILE
 from ..spec.assignment import Assignment
 from ..spec.question_code import code_before
 
-STARTER_DIR = "starter"  # under the project root: what students edit, generated from solutions/
 _BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*// END SOLUTION\s*$")
 _HINT = re.compile(r"^\s*// HINT:(.*)$")

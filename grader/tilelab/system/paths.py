@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 ASSIGNMENT_FILE = "assignment.yaml"
+STARTER_DIR = "starter"  # under the project root: what students edit, generated from solutions/
 # The answer key: under solutions/ in the checkout, under key/ in the
 # autograder bundle (which has no solutions/).
 ANSWER_KEY_FILE = "solutions/answers.yaml"
