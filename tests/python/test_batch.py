@@ -266,6 +266,7 @@ def test_unsafe_names_are_refused_with_a_reason_and_the_rest_graded(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [".leaderboard-key", "class-report", "class-report.html",
                                                      "gradebook.csv", "leaderboard.csv", "leaderboard.html",
                                                      "ok.student-1"]
+    assert "no similarity ranking" in summary.class_report_note and "nothing to compare" in summary.class_report_note
 
 
 def test_a_grader_crash_is_a_grader_error_row_with_a_valid_results_json(tmp_path, monkeypatch):
@@ -689,3 +690,22 @@ def test_every_state_a_part_can_be_in_before_a_gpu_runs_it():
     assert state_line(seen["not written"]) == "tiled: not written (the starter's stubs are left: launchTiled (line 40))"
     assert state_line(seen["failed the static checks"]).startswith("tiled: failed the static checks (tiled.cu uses")
     assert state_line(seen["not built"]) == "tiled: not built (switched off for this run)"
+
+
+def test_a_graded_class_is_ranked_by_likeness_and_its_report_lists_the_pairs(tmp_path):
+    """batch writes similarity.csv and .html into OUT, then the class report,
+    which lists the most alike pairs and says a score only asks for a look;
+    no student may take those names."""
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    student(class_dir, "amy", ROOT / "solutions" / "naive.cu")
+    student(class_dir, "bob", ROOT / "solutions" / "naive.cu")
+    student(class_dir, "cat", ROOT / "starter" / "naive.cu")
+    student(class_dir, "similarity.html", ROOT / "solutions" / "naive.cu")
+    summary, _ = grade_class(class_dir, out)
+    with (out / "similarity.csv").open(newline="", encoding="utf-8") as f:
+        pairs = [(r["part"], r["student A"], r["student B"]) for r in csv.DictReader(f)]
+    assert pairs == [("naive", "amy", "bob")]  # the starter's copy pairs with no one
+    page = (out / "class-report.html").read_text()
+    assert "Similar hand-ins" in page and "never proof" in page and 'href="similarity.html"' in page
+    assert (out / "similarity.html").is_file()
+    assert "its own files" in next(r.status for r in summary.rows if r.student == "similarity.html")

@@ -8,8 +8,8 @@
 - For a part scored against cuBLAS, OUT/leaderboard.csv and .html rank the
   class once every submission is graded; keep OUT/.leaderboard-key, the
   secret the aliases are drawn with, and later runs give the same aliases.
-- OUT/class-report.html and the CSVs of its figures (classwork/) are drawn
-  from every grading in OUT once the class is graded.
+- OUT/similarity.html and .csv, then OUT/class-report.html and the CSVs of
+  its figures, are drawn once the class is graded (class_pages.py).
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ...classwork.class_report_handins import ClassReportError
-from ...classwork.class_report_page import write_class_report
 from ...grading.model import ESTIMATED_RULE, PartResult, Stage
 from ...outputs.causes import part_state
 from ...outputs.gradescope import error_results
 from ...outputs.leaderboard import class_board, leaderboard_key, leaderboard_parts, result_from_dict, write_board
 from ...spec.assignment import Assignment
 from ...system.atomic import write_atomically
+from .class_pages import class_pages
 from .students import GRADEBOOK_FILE, _assignment, _check_dirs, _marker, _read_json, find_students
 
 _GRADER_ERROR_TEST = error_results("")["tests"][0]["name"]
@@ -102,9 +101,10 @@ class BatchSummary:
         return not self.errors
 
     def class_report_line(self) -> str:
-        if self.class_report is not None:
-            return f"class report: {self.class_report} (for staff: it names students and shows the answer key)"
-        return f"no class report: {self.class_report_note}"
+        if self.class_report is None:
+            return f"no class report: {self.class_report_note}"
+        line = f"class report: {self.class_report} (for staff: it names students and shows the answer key)"
+        return line + (f"\n{self.class_report_note}" if self.class_report_note else "")
 
     def line(self) -> str:
         ran = [r for r in self.rows if r.status in (GRADED, GRADER_ERROR) and r.seconds is not None
@@ -241,15 +241,6 @@ def write_leaderboards(out_dir: Path, rows: list, assignment: Assignment) -> lis
     return written
 
 
-def class_report_of(out_dir: Path, assignment: Assignment) -> tuple:
-    """(OUT/class-report.html or None, why there is none): the class report
-    drawn from every grading in OUT, once the class is graded."""
-    try:
-        return write_class_report(out_dir, assignment)[0], ""
-    except ClassReportError as e:
-        return None, str(e)
-
-
 def gradebook_only(class_dir: Path, out_dir: Path, *, root: Path) -> BatchSummary:
     """Collects the results already in OUT into OUT/gradebook.csv (and the
     class leaderboard, when there is one); grades nothing."""
@@ -263,7 +254,7 @@ def gradebook_only(class_dir: Path, out_dir: Path, *, root: Path) -> BatchSummar
     out_dir.mkdir(parents=True, exist_ok=True)
     write_gradebook(out_dir / GRADEBOOK_FILE, rows, part_ids)
     leaderboards = write_leaderboards(out_dir, rows, assignment)
-    report, note = class_report_of(out_dir, assignment)
+    report, note = class_pages(out_dir, assignment, class_dir, root)
     return BatchSummary(rows, wall_seconds=time.monotonic() - clock, gradebook=out_dir / GRADEBOOK_FILE,
                         leaderboards=leaderboards, class_report=report, class_report_note=note)
 

@@ -34,7 +34,8 @@ from ...system.gpu_lock import GpuLock
 from ...system.paths import unbuilt_reason
 from ...system.sandbox import Sandbox, SandboxError, sandbox_for_this_process
 from ...system.sandbox_users import ended_leftovers, hold_users, leftovers_words
-from .gradebook import (GRADER_ERROR, NOT_YET, BatchSummary, Row, _again_text, _alias_key, class_report_of, collect_row,
+from .class_pages import class_pages
+from .gradebook import (GRADER_ERROR, NOT_YET, BatchSummary, Row, _again_text, _alias_key, collect_row,
                         write_gradebook, write_leaderboards)
 from .progress import _LiveProgress, _PlainProgress
 from .students import (DONE_FILE, GRADEBOOK_FILE, BatchError, Student, _already_graded, _assignment, _check_dirs,
@@ -352,6 +353,6 @@ def run_batch(
         slot.release()
     done = [rows[s.name] for s in students]
     leaderboards = write_leaderboards(out_dir, done, assignment)
-    report, note = class_report_of(out_dir, assignment)
+    report, note = class_pages(out_dir, assignment, class_dir, root)
     return BatchSummary(done, wall_seconds=time.monotonic() - clock, gradebook=gradebook, workers=len(workers),
                         in_flight=in_flight, leaderboards=leaderboards, class_report=report, class_report_note=note)

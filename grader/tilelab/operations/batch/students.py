@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...classwork.class_report_page import NAMES as CLASS_REPORT_NAMES
+from ...classwork.class_report_page import SIMILARITY_CSV, SIMILARITY_PAGE
 from ...errors import TilelabError
 from ...outputs.leaderboard import LEADERBOARD_FILES
 from ...spec.assignment import Assignment, AssignmentError, load_assignment
@@ -32,7 +33,7 @@ SLURM_LOGS = "slurm-logs"
 # dash (".", "..", hidden directories, options).
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@-]{0,127}")
 # Names of what batch itself writes into OUT: a student may not take them.
-_RESERVED = {GRADEBOOK_FILE, SLURM_LOGS, *LEADERBOARD_FILES, *CLASS_REPORT_NAMES}
+_RESERVED = {GRADEBOOK_FILE, SLURM_LOGS, *LEADERBOARD_FILES, *CLASS_REPORT_NAMES, SIMILARITY_CSV, SIMILARITY_PAGE}
 
 WITHOUT_GPU = "graded before without a GPU"  # the one reason a matching marker is graded again
 
