@@ -8,7 +8,6 @@ version of the assignment, an empty folder) is said, never a traceback."""
 
 import csv
 import os
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -261,8 +260,8 @@ def test_a_class_graded_by_batch_gets_its_report(tmp_path):
     assert "<strong>2</strong> graded without a GPU" in summary.class_report.read_text()
 
 
-def test_four_hundred_hand_ins_take_well_under_a_minute(graded, tmp_path):
-    """The biggest class a course grades, on this machine's cores: reading and counting."""
+def test_four_hundred_hand_ins_are_each_counted(graded, tmp_path):
+    """The biggest class a course grades (its time: bench/class_report_bench.py)."""
     out, made = graded
     big = tmp_path / "big"
     docs = {name: (out / name / "grade.json").read_text() for name in made}
@@ -270,10 +269,11 @@ def test_four_hundred_hand_ins_take_well_under_a_minute(graded, tmp_path):
         name = sorted(docs)[i % len(docs)]
         (big / f"h{i:03d}").mkdir(parents=True)
         (big / f"h{i:03d}" / "grade.json").write_text(docs[name])
-    clock = time.monotonic()
     write_class_report(big, ASSIGNMENT)
-    seconds = time.monotonic() - clock
-    assert seconds < 30, f"{seconds:.1f} s for 400 hand-ins"
+    with (big / "class-report" / "hand-ins.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["student"] for r in rows) == [f"h{i:03d}" for i in range(400)]
+    assert not any(r["left out because"] for r in rows)
 
 
 # ---------------------------------------------------------------- the service's dashboard
