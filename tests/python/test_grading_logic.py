@@ -472,6 +472,48 @@ def test_exclusive_waits_for_shared_users_and_blocks_new_ones():
     assert events == ["a in", "a out", "timing", "b in", "b out"]
 
 
+def test_the_timing_turn_keeps_other_timing_out_but_lets_shared_runs_in():
+    """A grading holds the turn while its timing runs prepare on the shared
+    GPU, wait at their gates and are timed: another grading's exclusive()
+    waits for the whole turn, a shared run does not, and the holder of the
+    turn takes exclusive() itself without waiting for its own turn."""
+    lock, events = GpuLock(), []
+    preparing, shared_in, timed = threading.Event(), threading.Event(), threading.Event()
+
+    def grading():
+        with lock.turn():
+            with lock.shared():
+                events.append("prepared")
+                preparing.set()
+                shared_in.wait(5)  # a shared run of another grading gets in meanwhile
+            with lock.exclusive():
+                events.append("timed")
+            time.sleep(0.2)  # the runs end, the turn is given back
+            events.append("turn over")
+        timed.set()
+
+    def other_timing():
+        with lock.exclusive():
+            events.append("other timed")
+
+    def sharer():
+        with lock.shared():
+            events.append("shared run")
+            shared_in.set()
+
+    first = threading.Thread(target=grading)
+    first.start()
+    assert preparing.wait(5)
+    others = [threading.Thread(target=other_timing), threading.Thread(target=sharer)]
+    for th in others:
+        th.start()
+    for th in [first, *others]:
+        th.join(10)
+    assert timed.is_set()
+    assert events.index("shared run") < events.index("timed")  # it ran beside the preparing
+    assert events.index("other timed") > events.index("turn over")
+
+
 def test_a_gpus_lock_holds_across_the_processes_of_a_host(tmp_path):
     """Two graders on one host (two workers on one GPU): the other process's
     timing waits for this one's shared runs, and a timing run of this one
@@ -509,6 +551,13 @@ print("out", flush=True)
     with mine.exclusive():
         waited = time.monotonic() - began
     assert waited > 0.4 and sharing.wait(timeout=10) == 0
+    turn = hold("turn", 0.6)  # another process's timing runs prepare and wait at their gates
+    began = time.monotonic()
+    with mine.shared():
+        assert time.monotonic() - began < 0.3
+    with mine.exclusive():
+        waited = time.monotonic() - began
+    assert waited > 0.4 and turn.wait(timeout=10) == 0
     elsewhere = GpuLock("1", tmp_path)  # another GPU's lock is another lock
     sharing = hold("exclusive", 0.6)
     began = time.monotonic()

@@ -6,12 +6,20 @@ depend on what else was graded. Timing takes the GPU exclusively and waits
 until nothing else runs; while it waits, no new shared user starts, so a
 stream of short runs cannot keep it waiting for ever.
 
+A timing run prepares while the GPU is shared and waits at its gate for the
+GPU alone (grading/gpu_turn.py): its launcher's process, which runs student
+code, is alive from before the exclusive lock is taken. So the GPU's timing
+turn is a lock of its own, taken before both: while one grading prepares,
+waits and times, no other grading's timing run is alive, and nothing else
+takes the GPU exclusively (exclusive() takes the turn first).
+
 A lock named after its GPU holds across processes too: every `tilelab
 worker` and `tilelab batch` on a host that grades on that GPU takes it, so
 two workers on one GPU never time side by side. Across processes it is a
 pair of lock files (flock) in paths.LOCK_DIR: the GPU's, shared or
 exclusive, and a turnstile that a timing run holds while it waits, so that
-no new shared user of another process starts meanwhile either.
+no new shared user of another process starts meanwhile either; a third is
+the timing turn.
 """
 
 from __future__ import annotations
@@ -35,7 +43,25 @@ class GpuLock:
         self._sharing = 0
         self._exclusive = False
         self._waiting_exclusive = 0
+        self._turn = threading.RLock()  # the thread that takes the turn may then take exclusive()
+        self._turns = 0  # how deep the holder of _turn is in turn()
         self._host = _HostLock(gpu, lock_dir) if gpu is not None else None
+
+    @contextmanager
+    def turn(self):
+        """The GPU's timing turn, one holder at a time on this host. Take it
+        before starting runs that will wait for the GPU alone, and hold it
+        until they are over; exclusive() takes it too."""
+        with self._turn:
+            self._turns += 1
+            try:
+                if self._turns == 1 and self._host:
+                    self._host.take_turn()
+                yield
+            finally:
+                if self._turns == 1 and self._host:
+                    self._host.give_turn()
+                self._turns -= 1
 
     @contextmanager
     def shared(self):
@@ -56,6 +82,11 @@ class GpuLock:
 
     @contextmanager
     def exclusive(self):
+        with self.turn(), self._exclusive_only():
+            yield
+
+    @contextmanager
+    def _exclusive_only(self):
         with self._cond:
             self._waiting_exclusive += 1
             while self._exclusive or self._sharing:
@@ -88,8 +119,9 @@ class _HostLock:
             lock_dir.mkdir(parents=True, exist_ok=True)
             self._gpu: Optional[IO] = open(lock_dir / f"gpu-{name}.lock", "a")
             self._turnstile: Optional[IO] = open(lock_dir / f"gpu-{name}.turnstile", "a")
+            self._timing: Optional[IO] = open(lock_dir / f"gpu-{name}.timing", "a")
         except OSError:
-            self._gpu = self._turnstile = None
+            self._gpu = self._turnstile = self._timing = None
 
     def share(self) -> None:
         with self._gate:
@@ -104,6 +136,14 @@ class _HostLock:
             self._holders -= 1
             if self._holders == 0 and self._gpu is not None:
                 fcntl.flock(self._gpu, fcntl.LOCK_UN)
+
+    def take_turn(self) -> None:
+        if self._timing is not None:
+            fcntl.flock(self._timing, fcntl.LOCK_EX)
+
+    def give_turn(self) -> None:
+        if self._timing is not None:
+            fcntl.flock(self._timing, fcntl.LOCK_UN)
 
     def take(self) -> None:
         if self._gpu is not None:

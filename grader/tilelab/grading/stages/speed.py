@@ -74,15 +74,17 @@ def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Cali
     gates = [GpuTurnGate() for _ in parts]
     pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="tilelab-speed")
     try:
-        with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
-            done = [pool.submit(_time_part, g, s, ceilings, basis, gate) for s, gate in zip(parts, gates)]
-            for gate, part_done in zip(gates, done):
-                while not part_done.done() and not gate.wait_ready(LOOK_S):
-                    pass
-        with g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
-            for gate, part_done in zip(gates, done):
-                gate.give()
-                part_done.result()  # its verdict, and any retiming, before the next goes
+        # The turn first: no other grading's timing run is alive while these wait at their gates.
+        with g.held(g.gpu_lock.turn(), "waiting for the GPU alone"):
+            with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
+                done = [pool.submit(_time_part, g, s, ceilings, basis, gate) for s, gate in zip(parts, gates)]
+                for gate, part_done in zip(gates, done):
+                    while not part_done.done() and not gate.wait_ready(LOOK_S):
+                        pass
+            with g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
+                for gate, part_done in zip(gates, done):
+                    gate.give()
+                    part_done.result()  # its verdict, and any retiming, before the next goes
     finally:
         for gate in gates:  # a run still at its gate ends there (gpu_turn.h)
             gate.close()
