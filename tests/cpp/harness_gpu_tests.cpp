@@ -340,6 +340,22 @@ TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
   EXPECT_LT(most, 2.0);
 }
 
+// The naive reference timed by the trusted harness on one square case of
+// `width` (inputs seed 5) as `timing` says, in `dir`: (its result, the
+// verdict on it), both checked to have run and passed.
+std::pair<json, json> time_naive(const std::filesystem::path& dir, int width, const TimingSpec& timing) {
+  CaseFile f;
+  f.part = "naive";
+  CaseSpec c = make_case("w" + std::to_string(width), width, width, width, 5);
+  c.timing = timing;
+  f.cases.push_back(c);
+  const HarnessRun run = run_harness(reference("naive"), f, dir, 300, true);
+  EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+  const json verdict = verify_run(run.cases, run.result.value_or(json()));
+  EXPECT_EQ(verdict.at("cases_passed"), 1) << verdict.dump(2);
+  return {run.result.value_or(json()), verdict};
+}
+
 // A timing case with a time budget (core/timing.h) is timed only while
 // more calls could earn speed points. The budgets here are set from the
 // naive reference's own calls: ten times them is never reached and changes
@@ -349,18 +365,10 @@ TEST(TimeBudget, StopsTimingOnlyOnceTheCallsAreOverIt) {
   TILELAB_REQUIRE_GPU();
   TempDir dir;
   auto timed = [&](double give_up_ms, const std::string& name) {
-    CaseFile f;
-    f.part = "naive";
-    CaseSpec c = make_case("w2048", 2048, 2048, 2048, 5);
-    c.timing = TimingSpec{};
-    c.timing->seed = 81;
-    c.timing->give_up_ms = give_up_ms;
-    f.cases.push_back(c);
-    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
-    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
-    const json verdict = verify_run(run.cases, run.result.value_or(json()));
-    EXPECT_EQ(verdict.at("cases_passed"), 1) << verdict.dump(2);
-    return std::make_pair(run.result.value_or(json()), verdict);
+    TimingSpec t;
+    t.seed = 81;
+    t.give_up_ms = give_up_ms;
+    return time_naive(dir.path() / name, 2048, t);
   };
   const auto [free_result, free_verdict] = timed(0, "no-budget");
   const json& free_timing = free_result.at("cases").at(0).at("timing");
@@ -398,19 +406,12 @@ TEST(Timing, StopsOnceTheCallsAgreeWithinTheTolerance) {
   TILELAB_REQUIRE_GPU();
   TempDir dir;
   auto timed = [&](double stable_within, const std::string& name) {
-    CaseFile f;
-    f.part = "naive";
-    CaseSpec c = make_case("w1024", 1024, 1024, 1024, 5);
-    c.timing = TimingSpec{};
-    c.timing->seed = 83;
-    c.timing->repetitions = 12;
-    c.timing->min_repetitions = 4;
-    c.timing->stable_within = stable_within;
-    f.cases.push_back(c);
-    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
-    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
-    EXPECT_EQ(verify_run(run.cases, run.result.value_or(json())).at("cases_passed"), 1);
-    return run.result.value_or(json()).at("cases").at(0).at("timing");
+    TimingSpec t;
+    t.seed = 83;
+    t.repetitions = 12;
+    t.min_repetitions = 4;
+    t.stable_within = stable_within;
+    return time_naive(dir.path() / name, 1024, t).first.at("cases").at(0).at("timing");
   };
   const json loose = timed(0.5, "loose");
   EXPECT_TRUE(loose.at("stopped_stable").get<bool>()) << loose.dump();
