@@ -4,7 +4,6 @@ hand-ins as `tilelab batch` does and print where the time goes."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
@@ -14,16 +13,11 @@ from tilelab.system.atomic import write_atomically
 
 from .class_bench import format_classes, run_classes, summarize
 from .grading_bench import format_bench, run_bench
-from .tree import built_tree
+from .tree import built_tree, tree_options
 
 
 @click.command()
-@click.option("--root", type=click.Path(file_okay=False), default=None,
-              help="Project root (default: found from the working directory).")
-@click.option("--build", "build_dir", type=click.Path(file_okay=False), default=None,
-              help="Built project tree (default: ROOT/build).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where the gradings and bench.json go (default: BUILD/bench).")
+@tree_options("bench", "the gradings and bench.json")
 @click.option("--gpus", default=None, help="GPUs to grade on, as for `tilelab batch` (default: all).")
 @click.option("--in-flight", type=click.IntRange(min=1), default=None,
               help="Hand-ins graded at once on each GPU, as for `tilelab batch` [default: 3].")
@@ -33,8 +27,7 @@ from .tree import built_tree
 def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
          in_flight: int | None, class_size: int | None) -> None:
     """Phases, the critical path, GPU time and throughput of gradings."""
-    root_path, build = built_tree(root, build_dir)
-    out = Path(out_dir).resolve() if out_dir else build / "bench"
+    root_path, build, out = built_tree(root, build_dir, out_dir, "bench")
     chosen = batch_mod.parse_gpus(gpus) if gpus is not None else None
     if class_size:
         try:

@@ -27,7 +27,7 @@ from .class_bench import percentile
 from .handins import distinct_hand_ins
 from .local_service import LocalService
 from .machine_load import MachineLoad
-from .tree import built_tree
+from .tree import built_tree, tree_options
 
 POLL_S = 1.0
 
@@ -91,11 +91,7 @@ def describe(run: dict) -> str:
 
 
 @click.command()
-@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root (default: found).")
-@click.option("--build", "build_dir", type=click.Path(file_okay=False), default=None,
-              help="Built project tree (default: ROOT/build).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where the hand-ins, logs and service-bench.json go (default: BUILD/bench-service).")
+@tree_options("bench-service", "the hand-ins, logs and service-bench.json")
 @click.option("--hand-ins", "count", type=click.IntRange(min=1), default=12, show_default=True,
               help="Hand-ins per GPU.")
 @click.option("--rate", "rate_per_min", type=click.FloatRange(min=0.1), default=None,
@@ -105,8 +101,7 @@ def describe(run: dict) -> str:
 @click.option("--compare", is_flag=True, help="First the same on one GPU, and the ratio of all GPUs to it.")
 def main(root: Optional[str], build_dir: Optional[str], out_dir: Optional[str], count: int,
          rate_per_min: Optional[float], gpus: Optional[str], in_flight: Optional[int], compare: bool) -> None:
-    root_path, build = built_tree(root, build_dir)
-    out = Path(out_dir).resolve() if out_dir else build / "bench-service"
+    root_path, build, out = built_tree(root, build_dir, out_dir, "bench-service")
     chosen = parse_gpus(gpus) if gpus is not None else (find_gpus() or [None])
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     runs = []

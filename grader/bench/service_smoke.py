@@ -39,7 +39,7 @@ from tilelab.spec.assignment import load_assignment
 from .handins import distinct_hand_ins
 from .local_service import LocalService
 from .service_bench import wait_all
-from .tree import built_tree
+from .tree import built_tree, tree_options
 
 # Short, so the second worker gives the dead one's job back within seconds;
 # long enough that a live worker on a loaded 2-core machine still beats in time.
@@ -238,11 +238,7 @@ def _stop_on(signum, _frame) -> None:
 
 
 @click.command()
-@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root (default: found).")
-@click.option("--build", "build_dir", type=click.Path(file_okay=False), default=None,
-              help="Built project tree (default: ROOT/build).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where the hand-ins and the processes' logs go (default: BUILD/service-smoke).")
+@tree_options("service-smoke", "the hand-ins and the processes' logs")
 @click.option("--hand-ins", "count", type=click.IntRange(min=1), default=8, show_default=True,
               help="Hand-ins to submit.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=10), default=300, show_default=True,
@@ -256,8 +252,7 @@ def main(root: Optional[str], build_dir: Optional[str], out_dir: Optional[str], 
         import psycopg  # noqa: F401
     except ImportError as e:
         raise click.ClickException(f"the service's packages are not installed ({e.name}): run ./scripts/bootstrap")
-    root_path, build = built_tree(root, build_dir)
-    out = Path(out_dir).resolve() if out_dir else build / "service-smoke"
+    root_path, build, out = built_tree(root, build_dir, out_dir, "service-smoke")
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop_on)
     say = lambda m: click.echo(m)  # noqa: E731
