@@ -678,3 +678,14 @@ def test_the_self_test_refuses_a_name_it_has_no_hand_in_for(root, tmp_path):
 
     with pytest.raises(SelftestError, match="no hand-in named naive-crash-host"):
         run_selftest(root, tmp_path / "build", tmp_path / "out", names=("naive-host-crash", "naive-crash-host"))
+
+
+def test_a_phase_runs_from_its_first_start_to_its_last_end_and_a_wait_counts_what_was_waited():
+    from tilelab.grading.context import PhaseClock
+    clock = PhaseClock(zero=100.0)
+    clock.record("correctness", 101.0, 103.0)
+    clock.record("correctness", 102.0, 104.0)  # beside the first, in another thread
+    clock.waited("waiting for the GPU alone", 101.0, 101.5)
+    clock.waited("waiting for the GPU alone", 110.0, 110.25)  # another wait, long after
+    assert clock.timings() == {"correctness": 3.0, "waiting for the GPU alone": 0.75}
+    assert clock.spans()["waiting for the GPU alone"] == [1.0, 10.25]

@@ -89,7 +89,7 @@ class Grading:
         side make each other wait."""
         asked = time.monotonic()
         with lock:
-            self.clock.record(waiting, asked, time.monotonic())
+            self.clock.waited(waiting, asked, time.monotonic())
             yield
 
     def close(self) -> None:
@@ -173,23 +173,23 @@ class PartState:
 class PhaseClock:
     """When each phase of a grading ran. Phases may run beside each other, and
     one phase may run in several threads at once (the correctness runs of all
-    parts): a phase's time is from its first start to its last end."""
+    parts): a phase's time is from its first start to its last end. A wait
+    (waited()) counts what was waited, summed: the waits of one phase lie
+    apart, with other phases between them."""
 
     def __init__(self, zero: float):
         self.zero = zero
         self._lock = threading.Lock()
         self._spans: dict = {}
+        self._waited: dict = {}  # phase -> seconds waited, over all its waits
 
     @contextmanager
     def timed(self, phase: str):
-        start = time.monotonic() - self.zero
+        start = time.monotonic()
         try:
             yield
         finally:
-            end = time.monotonic() - self.zero
-            with self._lock:
-                first, last = self._spans.get(phase, (start, end))
-                self._spans[phase] = (min(first, start), max(last, end))
+            self.record(phase, start, time.monotonic())
 
     def record(self, phase: str, start: float, end: float) -> None:
         """A span of `phase` that ran from `start` to `end` (time.monotonic())."""
@@ -197,8 +197,15 @@ class PhaseClock:
             first, last = self._spans.get(phase, (start - self.zero, end - self.zero))
             self._spans[phase] = (min(first, start - self.zero), max(last, end - self.zero))
 
+    def waited(self, phase: str, start: float, end: float) -> None:
+        """A wait of `phase` from `start` to `end` (time.monotonic())."""
+        self.record(phase, start, end)
+        with self._lock:
+            self._waited[phase] = self._waited.get(phase, 0.0) + (end - start)
+
     def timings(self) -> dict:
-        return {phase: round(end - start, 3) for phase, (start, end) in self._spans.items()}
+        return {phase: round(self._waited.get(phase, end - start), 3)
+                for phase, (start, end) in self._spans.items()}
 
     def spans(self) -> dict:
         return {phase: [round(start, 3), round(end, 3)] for phase, (start, end) in self._spans.items()}
