@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -47,7 +46,7 @@ def similarity(ctx: click.Context, class_dir: str, out_dir: str | None, build_di
         ranking = sim.compare_class(assignment, folder, find_students(folder),
                                     Path(starter_dir) if starter_dir else root / STARTER_DIR,
                                     top=top or sim.TOP, threshold=sim.THRESHOLD if threshold is None else threshold,
-                                    workers=min(8, os.cpu_count() or 1))  # a laptop's cores; more gain little
+                                    workers=sim.WORKERS)
     except sim.SimilarityError as e:
         click.echo(f"Error: {e}", err=True)
         sys.exit(2)  # what was asked cannot be done: a usage error, as click's own

@@ -21,7 +21,7 @@ def _harness_at(gate: GpuTurnGate, says: bytes) -> socket.socket:
 def test_a_ready_run_waits_until_it_is_given_the_gpu_and_its_wait_is_counted():
     gate = GpuTurnGate()
     try:
-        assert not gate.ready and gate.paused_s() == 0.0
+        assert not gate.wait_ready(0) and gate.paused_s() == 0.0
         client = _harness_at(gate, b"ready\n")
         assert gate.wait_ready(5)
         time.sleep(0.2)

@@ -26,6 +26,7 @@ above this one), each hand-in's folder found as a grading finds it
 
 from __future__ import annotations
 
+import os
 import io
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from .similarity_normalise import Normalised, normalise, source_lines
 NOISE = copydetect_defaults.NOISE_THRESHOLD
 WINDOW = copydetect_defaults.GUARANTEE_THRESHOLD - NOISE + 1
 THRESHOLD = copydetect_defaults.DISPLAY_THRESHOLD  # pairs below it are not listed
+# Processes that lex a large class: a laptop's cores; more gain little.
+WORKERS = min(8, os.cpu_count() or 1)
 TOP = 25  # pairs listed per part
 SLICE = 4096  # fingerprints per matrix product: 6.5 MB for 400 hand-ins
 PARALLEL_FROM = 200  # files: below this a pool of processes costs more than it saves
@@ -264,10 +267,3 @@ def compare_class(assignment: Assignment, class_dir: Path, students: Sequence, s
         pairs += [_pair(part, hand_ins[part.id][i], hand_ins[part.id][j], score) for score, i, j in ranked]
     return Ranking(tuple(pairs), {p.id: len(codes[p.id]) for p in assignment.parts},
                    tuple((p.id, p.file) for p in assignment.parts), tuple(notes), top, threshold, assignment.title)
-
-
-def rank_pairs(assignment: Assignment, class_dir: Path, students: Sequence, starter_dir: Path, *,
-               top: int = TOP, threshold: float = THRESHOLD, workers: int = 1) -> list:
-    """The pairs of compare_class alone, part by part, most alike first."""
-    return list(compare_class(assignment, class_dir, students, starter_dir, top=top, threshold=threshold,
-                              workers=workers).pairs)

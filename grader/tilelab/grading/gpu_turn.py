@@ -47,13 +47,8 @@ class GpuTurnGate:
         self._listener = threading.Thread(target=self._listen, name="tilelab-gpu-turn", daemon=True)
         self._listener.start()
 
-    @property
-    def ready(self) -> bool:
-        """Whether the run said it is ready for the GPU alone."""
-        with self._cond:
-            return self._ready_at is not None
-
     def wait_ready(self, timeout_s: float) -> bool:
+        """Whether the run says it is ready for the GPU alone, waiting up to `timeout_s` for it."""
         with self._cond:
             self._cond.wait_for(lambda: self._ready_at is not None or self._closed, timeout_s)
             return self._ready_at is not None

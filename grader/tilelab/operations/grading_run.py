@@ -49,7 +49,6 @@ class Outputs:
 
 
 GRADE = Outputs()  # tilelab grade, a batch's hand-in
-CHECK = Outputs(reports=("student",), results=None)  # tilelab check: the student's report and grade.json
 NOTHING = Outputs(reports=(), results=None, detailed=False)  # the result alone (gates, the benchmark)
 
 

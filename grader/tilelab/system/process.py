@@ -291,15 +291,15 @@ def run(
     out, err = _Capture(proc.stdout, on_line), _Capture(proc.stderr)
     timed_out = False
     stopped = None
-    deadline = start + timeout_s
+    def deadline() -> float:  # moved on by whatever time the run waited on the grader
+        return start + timeout_s + (paused() if paused is not None else 0.0)
+
     ended = _EndWatch(proc)
     watch_disk = watch_dir is not None and sandbox is not None
     next_disk_look = start + DISK_LOOK_S
     while True:
         now = time.monotonic()
-        if paused is not None:
-            deadline = start + timeout_s + paused()
-        wait_s = deadline - now
+        wait_s = deadline() - now
         if paused is not None:
             wait_s = min(wait_s, PAUSED_LOOK_S)
         if watch_disk:
@@ -311,7 +311,7 @@ def run(
             break
         except subprocess.TimeoutExpired:
             now = time.monotonic()
-            if now >= deadline and (paused is None or now >= start + timeout_s + paused()):
+            if now >= deadline():
                 timed_out = True
                 break
             if watch_disk and now >= next_disk_look:

@@ -5,9 +5,7 @@ did (classwork/class_report_page.py). Neither needs a GPU."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Optional
 
 from ...classwork.class_report_handins import ClassReportError
 from ...classwork.class_report_page import write_class_report
@@ -27,19 +25,18 @@ def write_similarity(out_dir: Path, assignment: Assignment, class_dir: Path, roo
     try:
         folder = sim.check_dirs(class_dir, out_dir, assignment)
         ranking = sim.compare_class(assignment, folder, find_students(folder), root / STARTER_DIR,
-                                    workers=min(8, os.cpu_count() or 1))
+                                    workers=sim.WORKERS)
     except sim.SimilarityError as e:
         return f"no similarity ranking: {e}"
     write(out_dir, ranking)
     return ""
 
 
-def class_pages(out_dir: Path, assignment: Assignment, class_dir: Optional[Path] = None,
-                root: Optional[Path] = None) -> tuple:
+def class_pages(out_dir: Path, assignment: Assignment, class_dir: Path, root: Path) -> tuple:
     """(OUT/class-report.html or None, what is missing): the similarity
-    ranking of `class_dir`'s hand-ins when it is given, then the class report
-    drawn from every grading in OUT, once the class is graded."""
-    notes = [write_similarity(out_dir, assignment, class_dir, root)] if class_dir and root else []
+    ranking of `class_dir`'s hand-ins, then the class report drawn from
+    every grading in OUT, once the class is graded."""
+    notes = [write_similarity(out_dir, assignment, class_dir, root)]
     try:
         report = write_class_report(out_dir, assignment)[0]
     except ClassReportError as e:

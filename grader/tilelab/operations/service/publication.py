@@ -21,6 +21,7 @@ import copy
 import json
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from ...grading.answers import NOT_GRADED_HERE, AnswersResult, grade_answers
 from ...grading.answers_file import ANSWERS_FILE
@@ -81,11 +82,14 @@ def _read_for_form(path: Path, assignment: Assignment) -> AnswersResult:
     return answers
 
 
-def unpublished_files(result: GradeResult, hand_in: Path, assignment: Assignment) -> dict:
-    """The files a student reads until publication: FILES -> text."""
+def unpublished_files(result: GradeResult, hand_in: Path, assignment: Assignment,
+                      plot_drawn: Optional[Path] = None) -> dict:
+    """The files a student reads until publication: FILES -> text.
+    `plot_drawn`: the grading's roofline.png, which publication changes
+    nothing of (speeds, traffic, ceilings): copied, not drawn again."""
     shown = before_publication(result, hand_in, assignment)
     with tempfile.TemporaryDirectory(prefix="tilelab-unpublished-") as tmp:
-        written = write_reports(shown, Path(tmp), audience="student")
+        written = write_reports(shown, Path(tmp), audience="student", plot_drawn=plot_drawn)
         return {
             "report_md": written["markdown"].read_text(encoding="utf-8"),
             "report_html": written["html"].read_text(encoding="utf-8"),

@@ -315,7 +315,8 @@ class Worker:
             "report_md": (out / "report.md").read_text(), "report_html": (out / "report.html").read_text(),
             "plot_png": plot.read_bytes() if plot.exists() else None,
             "grade_json": (out / "grade.json").read_text(),
-            "unpublished": json.dumps(unpublished_files(result, hand_in, self.assignment)) if mode == "grade"
+            "unpublished": json.dumps(unpublished_files(result, hand_in, self.assignment,
+                                                        plot if plot.exists() else None)) if mode == "grade"
             else None,
             "outcome": outcome_words(result),
         }
