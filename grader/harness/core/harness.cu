@@ -32,6 +32,11 @@ const char* signature_name(Signature s) {
   return "square";
 }
 
+[[noreturn]] void fail(ExitCode code, const std::string& message) {
+  std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", message.c_str(), to_int(code), exit_code_info(code).name);
+  throw HarnessExit{code};
+}
+
 namespace {
 
 // The device facts a grader needs: name, compute capability, limits, caches.
@@ -54,11 +59,6 @@ json device_json(const cudaDeviceProp& p) {
           {"totalGlobalMem", p.totalGlobalMem},
           {"pageableMemoryAccess", p.pageableMemoryAccess},
           {"hostNativeAtomicSupported", p.hostNativeAtomicSupported}};
-}
-
-[[noreturn]] void fail(ExitCode code, const std::string& message) {
-  std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", message.c_str(), to_int(code), exit_code_info(code).name);
-  throw HarnessExit{code};
 }
 
 // The result document, rewritten after every case: if the process dies in

@@ -12,6 +12,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "tilelab/exit_codes.h"
 
 namespace tilelab {
@@ -49,6 +51,10 @@ class Launcher;
 struct HarnessExit {
   ExitCode code;
 };
+
+// Says `message` on standard error with the exit code's name and ends the
+// run with `code` (throws HarnessExit).
+[[noreturn]] void fail(ExitCode code, const std::string& message);
 
 // Runs every case of `file` through `launcher` and writes the result JSON:
 // the in-process harness and tilelab-harness alike. Returns the exit status

@@ -220,25 +220,6 @@ void wait_until_serving(const LauncherChannels& ch) {
   }
 }
 
-int connect_to(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (sock < 0) return -1;
-  if (connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    const int e = errno;
-    close(sock);
-    errno = e;
-    return -1;
-  }
-  return sock;
-}
-
 }  // namespace
 
 int run_once(const std::string& case_file, const std::vector<std::string>& command) {

@@ -416,11 +416,10 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   }
   const json passes = reply.value("passes", json(0));
   if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
-  const json setup = reply.value("setup_seconds", json(0.0));
-  if (setup.is_number() && std::isfinite(setup.get<double>())) out.setup_seconds = std::max(0.0, setup.get<double>());
-  const json passes_s = reply.value("passes_seconds", json(0.0));
-  if (passes_s.is_number() && std::isfinite(passes_s.get<double>())) {
-    out.passes_seconds = std::max(0.0, passes_s.get<double>());
+  for (auto [name, field] : {std::pair{"setup_seconds", &out.setup_seconds},
+                              std::pair{"passes_seconds", &out.passes_seconds}}) {
+    const json seconds = reply.value(name, json(0.0));
+    if (seconds.is_number() && std::isfinite(seconds.get<double>())) *field = std::max(0.0, seconds.get<double>());
   }
   if (out.status != kProfileMeasured) out.values.clear();
   return to_json(out);

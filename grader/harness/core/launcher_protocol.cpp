@@ -1,5 +1,7 @@
 #include "launcher_protocol.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -190,6 +192,25 @@ Invocation invocation_from_wire(const json& wire) {
   call.outside = list_from_wire<KernelLaunch>(wire, "outside", kernel_from_wire);
   call.api_outside = field<ApiCounts>(wire, "api_outside");
   return call;
+}
+
+int connect_to(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return -1;
+  if (connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int e = errno;
+    close(sock);
+    errno = e;
+    return -1;
+  }
+  return sock;
 }
 
 }  // namespace tilelab

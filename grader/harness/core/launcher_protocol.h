@@ -66,4 +66,8 @@ Invocation invocation_from_wire(const nlohmann::json& wire);
 nlohmann::json record_to_wire(const WindowRecord& record);
 WindowRecord record_from_wire(const nlohmann::json& wire);
 
+// A Unix socket connected to `path` (the service a relay hands its run to,
+// a timing run's gate), or -1 with errno set.
+int connect_to(const std::string& path);
+
 }  // namespace tilelab
