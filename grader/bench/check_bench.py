@@ -99,7 +99,7 @@ def _python_first(folder: Path) -> dict:
     return dict(env, PATH=f"{folder}{os.pathsep}{env.get('PATH', '')}", TILELAB_OFFLINE="1")
 
 
-def _run(argv: list, log: Callable[[str], None], **kw) -> None:
+def _run(argv: list, **kw) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, **kw)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
@@ -112,7 +112,7 @@ def fresh_bundle(work: Path, log: Callable[[str], None], tarball: Optional[Path]
     if tarball is None:
         log("bench-check: tilelab dist student")
         _run([sys.executable, "-m", "tilelab.cli", "--root", str(ROOT), "dist", "student", "--out",
-              str(work / "dist")], log, env=env)
+              str(work / "dist")], env=env)
         tarball = next((work / "dist").glob("*-student.tar.gz"))
     with tarfile.open(tarball) as tar:
         try:
@@ -122,7 +122,7 @@ def fresh_bundle(work: Path, log: Callable[[str], None], tarball: Optional[Path]
     root = next(p for p in (work / "unpacked").iterdir() if p.is_dir())
     log(f"bench-check: {root}/scripts/bootstrap (offline, this Python's packages; the build takes minutes)")
     clock = time.monotonic()
-    _run(["./scripts/bootstrap"], log, cwd=root, env=_python_first(work / "python"))
+    _run(["./scripts/bootstrap"], cwd=root, env=_python_first(work / "python"))
     log(f"bench-check: bootstrapped in {time.monotonic() - clock:.0f} s")
     return bundle_place(root)
 

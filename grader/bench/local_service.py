@@ -18,6 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from tilelab.operations.service.client import FINISHED
+
 START_S = 120.0  # a gateway whose database is made from nothing, on a loaded machine
 
 
@@ -132,7 +134,7 @@ class LocalService:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             status, found = self.call_json("GET", f"/api/v1/submissions/{submission}", token)
-            if found.get("state") in ("done", "failed", "cancelled", "replaced"):
+            if found.get("state") in FINISHED:
                 return found
             time.sleep(0.5)
         raise RuntimeError(f"submission {submission} not finished after {seconds:.0f} s")

@@ -19,6 +19,7 @@ import click
 
 from tilelab.grading.answers_file import ANSWERS_FILE
 from tilelab.operations.batch import find_gpus, parse_gpus
+from tilelab.operations.service.client import FINISHED
 from tilelab.operations.service.forward import hand_in_files
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.atomic import write_atomically
@@ -76,7 +77,7 @@ def wait_all(service: LocalService, token: str, sent: dict, seconds: float = 3 *
             if sid in finished:
                 continue
             state = service.call_json("GET", f"/api/v1/submissions/{sid}", token)[1].get("state")
-            if state in ("done", "failed", "cancelled", "replaced"):
+            if state in FINISHED:
                 finished[sid] = (state, time.monotonic())
         time.sleep(POLL_S)
     return finished

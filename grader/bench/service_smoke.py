@@ -33,6 +33,8 @@ import click
 
 from tilelab.errors import TilelabError
 from tilelab.grading.answers_file import ANSWERS_FILE
+from tilelab.operations.service.client import FINISHED
+from tilelab.operations.service.database import url_of
 from tilelab.operations.service.forward import hand_in_files
 from tilelab.spec.assignment import load_assignment
 
@@ -45,7 +47,6 @@ from .tree import built_tree, tree_options
 # long enough that a live worker on a loaded 2-core machine still beats in time.
 STALLED_AFTER_S = 5.0
 POLL_S = 0.2
-FINISHED = ("done", "failed", "cancelled", "replaced")
 
 
 class SmokeError(TilelabError):
@@ -214,7 +215,7 @@ def attempts_of(service: LocalService, submission: str) -> tuple:
 
 
 def database_url(service: LocalService) -> str:
-    return (service.data / "database-url").read_text().strip()
+    return url_of(service.data, None)
 
 
 def last_line(path: Path) -> str:

@@ -19,11 +19,11 @@ from pathlib import Path
 from ..outputs.rendering import render_page
 from ..system.atomic import write_atomically
 from ..text.numbers import fmt_percent
+from .class_report_page import SIMILARITY_CSV as CSV_FILE
+from .class_report_page import SIMILARITY_PAGE as PAGE_FILE
 from .similarity import NOISE, Pair, Ranking
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-CSV_FILE = "similarity.csv"
-PAGE_FILE = "similarity.html"
 CSV_HEADER = ["part", "student A", "student B", "score", "shared lines", "lines in A", "lines in B"]
 
 

@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Iterator
 
 from ...errors import TilelabError
 from ...grading.answers_file import ANSWERS_FILE, cut
+from ...grading.handin_files import ignored
 from ...spec.assignment import Assignment
 
 MIB = 1024 * 1024
@@ -239,7 +240,7 @@ def _unpack(entries: Iterator[_Entry], meter: _Meter, limits: UploadLimits) -> l
         if entry.kind in ("link", "special_file"):
             raise UploadRefused(entry.kind, f"{shown} is {entry.what}, not a regular file; send the file "
                                             "itself.")
-        if entry.kind == "dir" or _ignored(parts):
+        if entry.kind == "dir" or (parts and ("__MACOSX" in parts or ignored(parts[-1]))):
             continue
         if not parts:
             raise UploadRefused("unsafe_path", "The archive holds a file with no name; send files by their "
@@ -270,11 +271,6 @@ def _safe_parts(raw: bytes) -> tuple:
         raise UploadRefused("unsafe_path", f"The path {shown} {problem}; send the files by their plain names, "
                                            "at the top of the archive or in one folder.")
     return parts, shown
-
-
-def _ignored(parts: tuple) -> bool:
-    """macOS metadata: resource forks under __MACOSX/ or as ._name, and Finder's .DS_Store."""
-    return bool(parts) and ("__MACOSX" in parts or parts[-1].startswith("._") or parts[-1] == ".DS_Store")
 
 
 def _arrange(found: list, allowed: tuple) -> dict:
