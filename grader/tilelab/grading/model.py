@@ -8,6 +8,7 @@ all rendered from it and from nothing else, so they cannot disagree.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import asdict, dataclass, field
 from typing import Optional
@@ -202,8 +203,14 @@ def rebuilt(cls, data: dict):
     """A dataclass from its asdict() form, led by the fields' annotations:
     nested records, lists and dicts of them are rebuilt at every depth, and
     keys the class does not know (to_dict's derived scores) are left out."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     return cls(**{f.name: _as(hints[f.name], data[f.name]) for f in dataclasses.fields(cls) if f.name in data})
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls) -> dict:
+    """The field annotations of a record class, resolved once: resolving them is most of a read's time."""
+    return typing.get_type_hints(cls)
 
 
 def _as(kind, value):

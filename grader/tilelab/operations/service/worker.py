@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...grading.options import GradeOptions, build_jobs_each
+from ...outputs import causes
 from ...spec.assignment import load_assignment
 from ...system.paths import ASSIGNMENT_FILE
 from ...system.sandbox import sandbox_for_this_process
@@ -366,7 +367,7 @@ def outcome_words(result) -> str:
     """What ran, where the score would mislead the staff's dashboard: a check
     scores its public cases only, a grading without a GPU built the parts
     and ran none. "" for a grading on a GPU, whose score says it."""
-    built = sum(p.stages["build"].status == "passed" for p in result.parts)
+    built = sum(causes.built(p) for p in result.parts)
     if not result.gpu:
         return f"no GPU: {built} of {len(result.parts)} parts built, none run" if result.parts else "no GPU"
     if result.mode == "check":
