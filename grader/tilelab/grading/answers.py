@@ -203,8 +203,9 @@ def _within(got: float, key: float, tolerance: float) -> bool:
 # --- grading -----------------------------------------------------------------------
 
 
-def _grade_one(q, node, key, graded: bool) -> QuestionResult:
-    """One question's answer node (already known to be non-empty)."""
+def _grade_one(q, node, key, graded: bool, not_graded_tail: str = NOT_GRADED_HERE) -> QuestionResult:
+    """One question's answer node (already known to be non-empty); an answer
+    read without the key ends its message with `not_graded_tail`."""
     r = QuestionResult(id=q.id, kind=q.kind, status="invalid", max_score=q.points, manual_points=q.manual_points,
                        key="" if key is None else _key_text(q, key))
     r.line = node.start_mark.line + 1
@@ -232,7 +233,7 @@ def _grade_one(q, node, key, graded: bool) -> QuestionResult:
         r.read = _number_text(value)
         read = f"Read as {r.read}" + (f"; the unit '{cut(unit, 30)}' was ignored" if unit else "")
         if not graded:
-            r.status, r.message = "not_graded", f"{read}{NOT_GRADED_HERE}"
+            r.status, r.message = "not_graded", f"{read}{not_graded_tail}"
         elif _within(value, float(key), q.tolerance):
             r.status, r.score, r.message = "correct", q.points, f"{read}."
         else:
@@ -244,7 +245,7 @@ def _grade_one(q, node, key, graded: bool) -> QuestionResult:
         return r
     r.read = option
     if not graded:
-        r.status, r.message = "not_graded", f"Read as option {option}{NOT_GRADED_HERE}"
+        r.status, r.message = "not_graded", f"Read as option {option}{not_graded_tail}"
     elif option == key:
         r.status, r.score, r.message = "correct", q.points, f"Read as option {option}."
     else:
@@ -270,10 +271,11 @@ def _same_answer(a, b) -> bool:
 
 
 def grade_answers(path: Path, questions: tuple, key: Optional[dict], *,
-                  not_graded_reason: str = NO_KEY) -> AnswersResult:
+                  not_graded_reason: str = NO_KEY, not_graded_tail: str = NOT_GRADED_HERE) -> AnswersResult:
     """Grades the answers file at `path` (which may not exist) against `key`
     (question id -> answer, from load_key). With key None the answers are
-    read and checked for form but not scored."""
+    read and checked for form but not scored, each answer's message ending
+    with `not_graded_tail`."""
     path = Path(path)
     graded = key is not None
     key = key or {}
@@ -339,7 +341,7 @@ def grade_answers(path: Path, questions: tuple, key: Optional[dict], *,
                          f"{', '.join(str(line) for line, _ in filled)}), so none was graded: keep one.")
             result.questions.append(r)
             continue
-        r = _grade_one(q, filled[0][1], key.get(q.id), graded)
+        r = _grade_one(q, filled[0][1], key.get(q.id), graded, not_graded_tail)
         if len(answers) > 1:
             what = "only one holds an answer" if len(filled) == 1 else "each holds the same answer"
             r.message += f" ('{q.id}' appears on lines {lines}; {what}: keep one.)"

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ...grading.answers import NOT_GRADED_HERE, AnswersResult, grade_answers
+from ...grading.answers import AnswersResult, grade_answers
 from ...grading.answers_file import ANSWERS_FILE
 from ...grading.model import GradeResult, PartResult
 from ...grading.scoring import case_points
@@ -74,11 +74,9 @@ def _public_only(part: PartResult) -> None:
 
 def _read_for_form(path: Path, assignment: Assignment) -> AnswersResult:
     """answers.yaml read as a check reads it: the answers without the key."""
-    answers = grade_answers(path, assignment.questions, None, not_graded_reason=ANSWERS_LATER)
+    answers = grade_answers(path, assignment.questions, None, not_graded_reason=ANSWERS_LATER, not_graded_tail=".")
     for question in answers.questions:
         question.max_score = 0.0  # what each is worth counts in the total, shown at publication
-        if question.message.endswith(NOT_GRADED_HERE):
-            question.message = question.message[:-len(NOT_GRADED_HERE)] + "."
     return answers
 
 
