@@ -12,6 +12,10 @@
 //   tilelab-harness --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...
 //       the same runs, by one long-lived harness per grading and a relay
 //       per run: core/harness_service.h.
+//   tilelab-harness --counter-availability
+//       prints the GPU's chip name and counter availability image as JSON
+//       (core/counter_profile.h), which the grader keeps per GPU and gives
+//       its timing runs; exit 0, 5 without a device, 7 where CUPTI refuses.
 #include <signal.h>
 #include <sys/prctl.h>
 
@@ -20,6 +24,9 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
+#include "core/counter_profile.h"
 #include "core/harness_service.h"
 #include "tilelab/exit_codes.h"
 
@@ -30,6 +37,15 @@ int main(int argc, char** argv) {
   prctl(PR_SET_DUMPABLE, 0);
   signal(SIGPIPE, SIG_IGN);  // a process that is gone is noticed, not fatal
   if (argc == 3 && std::strcmp(argv[1], "--serve-jobs") == 0) return serve_jobs(argv[2]);
+  if (argc == 2 && std::strcmp(argv[1], "--counter-availability") == 0) {
+    if (cudaFree(nullptr) != cudaSuccess) {
+      std::printf("%s\n", nlohmann::json{{"status", "no_device"}, {"message", "no CUDA device is visible"}}.dump().c_str());
+      return to_int(ExitCode::kNoDevice);
+    }
+    const nlohmann::json found = counter_availability();
+    std::printf("%s\n", found.dump().c_str());
+    return to_int(found.value("status", "") == kProfileMeasured ? ExitCode::kOk : ExitCode::kProfilerError);
+  }
   if (argc >= 6 && std::strcmp(argv[1], "--via") == 0 && std::strcmp(argv[4], "--") == 0) {
     return relay_job(argv[2], argv[3], std::vector<std::string>(argv + 5, argv + argc));
   }
@@ -39,7 +55,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: %s CASE_FILE -- LAUNCHER_COMMAND...\n"
                "       %s --serve-jobs SOCKET\n"
-               "       %s --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...\n",
-               argv[0], argv[0], argv[0]);
+               "       %s --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...\n"
+               "       %s --counter-availability\n",
+               argv[0], argv[0], argv[0], argv[0]);
   return to_int(ExitCode::kUsage);
 }

@@ -151,6 +151,22 @@ TEST(CaseFile, GateIsOptionalAndResolvedAgainstTheCaseFile) {
   EXPECT_THROW(parse_case_file(doc, "/base"), CaseFileError);
 }
 
+// The GPU's counter availability image (core/counter_profile.h): none
+// unless given, hex two digits a byte, written back as it came.
+TEST(CaseFile, CounterAvailabilityIsHexBytesAndOptional) {
+  json doc = minimal();
+  EXPECT_TRUE(parse_case_file(doc, "/base").counter_availability.empty());
+  EXPECT_FALSE(case_file_to_json(parse_case_file(doc, "/base")).contains("counter_availability"));
+  doc["counter_availability"] = "00ff7a10";
+  const CaseFile f = parse_case_file(doc, "/base");
+  EXPECT_EQ(f.counter_availability, (std::vector<uint8_t>{0x00, 0xff, 0x7a, 0x10}));
+  EXPECT_EQ(case_file_to_json(f)["counter_availability"], "00ff7a10");
+  for (const json bad : {json(""), json("abc"), json("zz"), json("0A"), json(12), json(std::string(4u << 20, 'a'))}) {
+    doc["counter_availability"] = bad;
+    EXPECT_EQ(error_of(doc).rfind("counter_availability: ", 0), 0u) << bad.dump().substr(0, 20);
+  }
+}
+
 // The stability rule of a timing case (core/timing.h): off unless given, and written back when on.
 TEST(CaseFile, TimingStopsEarlyOnlyWhenAToleranceIsGiven) {
   json doc = minimal();

@@ -421,6 +421,57 @@ TEST(Timing, StopsOnceTheCallsAgreeWithinTheTolerance) {
   EXPECT_EQ(fixed.at("calls").size(), 12u);
 }
 
+// The counters' setup made before the GPU turn from the image
+// `tilelab-harness --counter-availability` gives (core/counter_profile.h)
+// reads what the setup made in the turn reads: the same passes, the same
+// instructions, DRAM bytes within a few percent; and it leaves less of the
+// setup in the turn. An image CUPTI refuses costs only that: the whole
+// setup is made in the turn, from the driver's own image.
+TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
+  TILELAB_REQUIRE_GPU();
+  const ProcessResult asked = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--counter-availability"}, 60);
+  ASSERT_EQ(asked.exit_code, 0) << asked.out << asked.err;
+  const json said = json::parse(asked.out);
+  ASSERT_EQ(said.at("status"), "measured") << said.dump();
+  const std::string image = said.at("image");
+  ASSERT_GT(image.size(), 2u);
+  const std::vector<std::string> metrics = {"smsp__inst_executed.sum", "dram__bytes_read.sum", "lts__t_bytes.sum"};
+  TempDir dir;
+  auto profiled = [&](const std::string& hex, const std::string& name) {
+    CaseFile f;
+    f.part = "naive";
+    CaseSpec c = make_case("w2048", 2048, 2048, 2048, 5);
+    c.timing = TimingSpec{};
+    c.timing->seed = 89;
+    c.profile_metrics = metrics;
+    f.cases.push_back(c);
+    f.counter_availability.clear();
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+      f.counter_availability.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    }
+    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result.value_or(json()).at("cases").at(0).at("profile");
+  };
+  const json in_turn = profiled("", "in-turn");
+  const json prepared = profiled(image, "prepared");
+  const json refused = profiled("00ff", "refused");
+  for (const json* p : {&in_turn, &prepared, &refused}) {
+    ASSERT_EQ(p->at("status"), "measured") << p->dump();
+    EXPECT_EQ(p->at("passes"), in_turn.at("passes"));
+    EXPECT_EQ(p->at("metrics").at(metrics[0]), in_turn.at("metrics").at(metrics[0]));
+    EXPECT_NEAR(p->at("metrics").at(metrics[1]).get<double>() / in_turn.at("metrics").at(metrics[1]).get<double>(),
+                1.0, 0.05);
+  }
+  std::cout << "counters' setup in the turn: " << in_turn.at("setup_seconds") << " s without an image, "
+            << prepared.at("setup_seconds") << " s prepared (" << prepared.at("prepared_seconds")
+            << " s made before), " << refused.at("setup_seconds") << " s with an image CUPTI refuses\n";
+  EXPECT_EQ(in_turn.at("prepared_seconds"), 0.0);
+  EXPECT_GT(prepared.at("prepared_seconds").get<double>(), 0.0);
+  EXPECT_EQ(refused.at("prepared_seconds"), 0.0);
+  EXPECT_LT(prepared.at("setup_seconds").get<double>(), in_turn.at("setup_seconds").get<double>());
+}
+
 // A call still running at the budget's call limit is not waited for: the
 // trusted harness ends the launcher's process (its calls at 512 spend a
 // minute on the host), reports the case stopped as slow with no call timed,

@@ -105,3 +105,13 @@ def test_the_case_file_asks_for_the_counters_on_the_last_case_only(tmp_path):
     assert doc["cases"][-1]["profile"]["metrics"] == list(traffic.METRICS)
     plain = json.loads(write_cases(part, entries, tmp_path / "plain", 1).read_text())
     assert not any("profile" in c for c in plain["cases"])
+
+
+def test_the_counter_availability_image_goes_only_with_a_profile(tmp_path):
+    part = load_assignment(ROOT / "assignment.yaml").part("naive")
+    entries = [(c.name, c) for c in part.cases["public"][:1]]
+    profiled = json.loads(write_cases(part, entries, tmp_path / "p", 1, profile=True,
+                                      counter_availability="00ff").read_text())
+    assert profiled["counter_availability"] == "00ff"
+    plain = json.loads(write_cases(part, entries, tmp_path / "q", 1, counter_availability="00ff").read_text())
+    assert "counter_availability" not in plain

@@ -1,5 +1,6 @@
 #include "case_file.h"
 
+#include "hex.h"
 #include "json_io.h"
 
 #include <algorithm>
@@ -169,6 +170,18 @@ TimingSpec parse_timing(const json& v, const std::string& where) {
   return t;
 }
 
+// A counter availability image is some kilobytes; a megabyte is far above any GPU's.
+constexpr size_t kMaxHexChars = 2u << 20;
+
+std::vector<uint8_t> parse_hex(const json& v, const std::string& where) {
+  const std::string text = get_string(v, where);
+  std::vector<uint8_t> bytes(text.size() / 2);
+  if (text.empty() || text.size() > kMaxHexChars || !from_hex(text, bytes.data(), bytes.size())) {
+    fail(where, "must be 2 to " + std::to_string(kMaxHexChars) + " lowercase hex digits, two a byte");
+  }
+  return bytes;
+}
+
 std::vector<std::string> parse_profile(const json& v, const std::string& where) {
   check_keys(v, where, {"metrics"});
   const json& list = require(v, "metrics", where);
@@ -220,7 +233,7 @@ CaseFile parse_case_file(const json& doc, const std::filesystem::path& base_dir)
   const std::string where = "case file";
   check_keys(doc, where,
              {"version", "part", "result", "record_launches", "poison_bits", "guard_bits", "guard_elements", "gate",
-              "cases"});
+              "counter_availability", "cases"});
   CaseFile f;
   const int64_t version = get_int(require(doc, "version", where), "version", 1, 1000);
   if (version != 1) fail("version", "this harness reads version 1, got " + std::to_string(version));
@@ -237,6 +250,9 @@ CaseFile parse_case_file(const json& doc, const std::filesystem::path& base_dir)
     if (f.guard_elements % 64 != 0) fail("guard_elements", "must be a multiple of 64");
   }
   if (doc.contains("gate")) f.gate = get_path(doc["gate"], "gate", base_dir);
+  if (doc.contains("counter_availability")) {
+    f.counter_availability = parse_hex(doc["counter_availability"], "counter_availability");
+  }
   const json& cases = require(doc, "cases", where);
   if (!cases.is_array() || cases.empty()) fail("cases", "must be a non-empty list");
   std::set<std::string> names;
@@ -304,6 +320,7 @@ json case_file_to_json(const CaseFile& f) {
               {"guard_elements", f.guard_elements},
               {"cases", cases}};
   if (!f.gate.empty()) doc["gate"] = f.gate.string();
+  if (!f.counter_availability.empty()) doc["counter_availability"] = to_hex(f.counter_availability.data(), f.counter_availability.size());
   return doc;
 }
 

@@ -13,6 +13,8 @@
 //     "guard_bits": 2143260589,               // optional: fills the guard regions
 //     "guard_elements": 4096,                 // optional: floats on each side of P
 //     "gate": "/work/gpu-turn.sock",          // optional: wait there for the GPU alone (gpu_turn.h)
+//     "counter_availability": "0a1b...",      // optional: the GPU's counter availability image, hex
+//                                             // (counter_profile.h), so the counters' setup is made before the gate
 //     "cases": [
 //       { "name": "w17", "j": 17, "k": 17, "l": 17,
 //         "inputs": {"seed": 7, "distribution": "uniform"},   // or {"M": path, "N": path}
@@ -117,6 +119,7 @@ struct CaseFile {
   uint32_t guard_bits = 0x7FBADBADu;   // a different NaN, so guard and poison never mix
   int guard_elements = 4096;
   std::filesystem::path gate;  // empty: the GPU is the run's from its start (gpu_turn.h)
+  std::vector<uint8_t> counter_availability;  // empty: none given (counter_profile.h)
   std::vector<CaseSpec> cases;
 };
 

@@ -1,5 +1,7 @@
 #include "counter_profile.h"
 
+#include "hex.h"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 
 namespace tilelab {
 
@@ -30,6 +33,55 @@ std::string describe(const CuptiFailure& f) {
   const char* text = nullptr;
   cuptiGetResultString(f.result, &text);
   return std::string(f.call) + ": " + (text != nullptr ? text : "error " + std::to_string(f.result));
+}
+
+// The profile that a CUPTI failure leaves: why, in the grader's words.
+CounterProfile failure(const CuptiFailure& f) {
+  CounterProfile out;
+  switch (f.result) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+      out.status = kProfileNotAllowed;
+      out.message = "this machine lets only administrators read the GPU's performance counters "
+                    "(the driver's RmProfilingAdminOnly)";
+      break;
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_NOT_COMPATIBLE:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+      out.status = kProfileUnsupported;
+      out.message = describe(f);
+      break;
+    default:
+      out.status = kProfileFailed;
+      out.message = describe(f);
+  }
+  return out;
+}
+
+// This GPU's counter availability image, asked of the driver. Asking holds
+// the GPU's counters for a moment, so a run asks only in its GPU turn, and
+// a setup made before the turn is given the image (counter_availability()).
+std::vector<uint8_t> query_availability(CUcontext ctx) {
+  CUpti_Profiler_GetCounterAvailability_Params avail{CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+  avail.ctx = ctx;
+  check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
+  std::vector<uint8_t> image(avail.counterAvailabilityImageSize);
+  avail.pCounterAvailabilityImage = image.data();
+  check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
+  return image;
+}
+
+// The calling thread's CUDA context, through the runtime: linking libcuda
+// would keep the harness from starting (and saying so) on a machine without a GPU.
+CUcontext current_context() {
+  using GetCurrent = CUresult (*)(CUcontext*);
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  CUcontext ctx = nullptr;
+  if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &entry, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      entry == nullptr || reinterpret_cast<GetCurrent>(entry)(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
+    throw CuptiFailure{"cuCtxGetCurrent", CUPTI_ERROR_INVALID_CONTEXT};
+  }
+  return ctx;
 }
 
 // A cold L2 before every pass: written over with a buffer twice its size.
@@ -72,25 +124,18 @@ class Session {
     }
   }
 
-  void enable() {
+  // The host's part: CUPTI's metric tables for this chip and the config
+  // image of `metrics`, those this GPU's profiler knows (the others go to
+  // `unavailable`). With the GPU's counter availability image given it
+  // touches no counters, so it may be made while other runs share the GPU;
+  // without one it asks the driver for it, which only a run in its GPU turn may.
+  const std::vector<std::string>& prepare(const std::vector<std::string>& metrics,
+                                          const std::vector<uint8_t>& availability,
+                                          std::vector<std::string>* unavailable) {
     CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
     check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
     initialized_ = true;
-    // The driver's entry point through the runtime: linking libcuda would
-    // keep the harness from starting (and saying so) on a machine without a GPU.
-    using GetCurrent = CUresult (*)(CUcontext*);
-    void* entry = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    CUcontext ctx = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &entry, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        entry == nullptr || reinterpret_cast<GetCurrent>(entry)(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
-      throw CuptiFailure{"cuCtxGetCurrent", CUPTI_ERROR_INVALID_CONTEXT};
-    }
-    CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
-    enable.ctx = ctx;
-    check(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable");
-    object_ = enable.pRangeProfilerObject;
-
+    ctx_ = current_context();
     int device = 0;
     cudaGetDevice(&device);
     CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
@@ -98,23 +143,15 @@ class Session {
     check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
     // Without the counter availability image CUPTI schedules one metric a
     // pass (25 passes instead of 4 on the H100), which costs more than reading it.
-    CUpti_Profiler_GetCounterAvailability_Params avail{CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
-    avail.ctx = ctx;
-    check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
-    availability_.resize(avail.counterAvailabilityImageSize);
-    avail.pCounterAvailabilityImage = availability_.data();
-    check(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
+    availability_ = availability.empty() ? query_availability(ctx_) : availability;
     CUpti_Profiler_Host_Initialize_Params host{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     host.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     host.pChipName = chip.pChipName;
     host.pCounterAvailabilityImage = availability_.data();
     check(cuptiProfilerHostInitialize(&host), "cuptiProfilerHostInitialize");
     host_ = host.pHostObject;
-  }
 
-  // Adds the metrics this GPU's profiler knows, all in one call: added one
-  // at a time, each would be scheduled in passes of its own.
-  std::vector<std::string> configure(const std::vector<std::string>& metrics, std::vector<std::string>* unavailable) {
+    // Every metric in one call: added one at a time, each would be scheduled in passes of its own.
     std::vector<std::string>& taken = taken_;
     taken.clear();
     for (const std::string& name : metrics) {
@@ -125,14 +162,12 @@ class Session {
     }
     names_.clear();
     for (const std::string& name : taken) names_.push_back(name.c_str());
-    if (!taken.empty()) {
-      CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-      add.pHostObject = host_;
-      add.ppMetricNames = names_.data();
-      add.numMetrics = names_.size();
-      check(cuptiProfilerHostConfigAddMetrics(&add), "cuptiProfilerHostConfigAddMetrics");
-    }
     if (taken.empty()) return taken;
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host_;
+    add.ppMetricNames = names_.data();
+    add.numMetrics = names_.size();
+    check(cuptiProfilerHostConfigAddMetrics(&add), "cuptiProfilerHostConfigAddMetrics");
     CUpti_Profiler_Host_GetConfigImageSize_Params size{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
     size.pHostObject = host_;
     check(cuptiProfilerHostGetConfigImageSize(&size), "cuptiProfilerHostGetConfigImageSize");
@@ -142,6 +177,17 @@ class Session {
     image.configImageSize = config_.size();
     image.pConfigImage = config_.data();
     check(cuptiProfilerHostGetConfigImage(&image), "cuptiProfilerHostGetConfigImage");
+    return taken;
+  }
+
+  // The context's part, after prepare(): the range profiler on this context,
+  // its counter data and the config, which hold the GPU's counters until the
+  // session ends (two processes cannot both hold them).
+  void arm() {
+    CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    enable.ctx = ctx_;
+    check(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable");
+    object_ = enable.pRangeProfilerObject;
 
     CUpti_RangeProfiler_GetCounterDataSize_Params data{CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
     data.pRangeProfilerObject = object_;
@@ -172,7 +218,6 @@ class Session {
     set.passIndex = 0;
     set.targetNestingLevel = 1;
     check(cuptiRangeProfilerSetConfig(&set), "cuptiRangeProfilerSetConfig");
-    return taken;
   }
 
   // One pass: the call inside the range. True once every pass was made.
@@ -193,6 +238,8 @@ class Session {
     check(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop");
     return stop.isAllPassSubmitted != 0;
   }
+
+  const std::vector<std::string>& taken() const { return taken_; }
 
   std::vector<double> values() {
     CUpti_RangeProfiler_DecodeData_Params decode{CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
@@ -218,6 +265,7 @@ class Session {
 
  private:
   bool initialized_ = false;
+  CUcontext ctx_ = nullptr;
   CUpti_RangeProfiler_Object* object_ = nullptr;
   CUpti_Profiler_Host_Object* host_ = nullptr;
   std::vector<uint8_t> availability_, config_, counters_;
@@ -236,63 +284,145 @@ nlohmann::json to_json(const CounterProfile& profile) {
           {"unavailable", profile.unavailable},
           {"passes", profile.passes},
           {"setup_seconds", profile.setup_seconds},
-          {"passes_seconds", profile.passes_seconds}};
+          {"passes_seconds", profile.passes_seconds},
+          {"prepared_seconds", profile.prepared_seconds}};
+}
+
+namespace {
+
+// CUPTI's host part for one list of metrics (Session::prepare), or why it failed.
+struct Prepared {
+  std::vector<std::string> metrics;  // as asked for
+  std::unique_ptr<Session> session;  // null where the setup failed
+  std::vector<std::string> unavailable;
+  CounterProfile failed;
+  double seconds = 0;
+};
+
+// This process's, from prepare_counters until profile_call takes it. Never
+// freed at exit: CUPTI may be gone by then.
+Prepared* prepared = nullptr;
+
+std::unique_ptr<Prepared> prepare_now(const std::vector<std::string>& metrics,
+                                      const std::vector<uint8_t>& availability) {
+  auto p = std::make_unique<Prepared>();
+  p->metrics = metrics;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    p->session = std::make_unique<Session>();
+    p->session->prepare(metrics, availability, &p->unavailable);
+  } catch (const CuptiFailure& f) {
+    p->session.reset();
+    p->failed = failure(f);
+  }
+  p->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+// The passes over `call` of an armed session, and the values they read.
+void collect(Session& session, const std::function<std::string()>& call, CounterProfile* out) {
+  const auto start = std::chrono::steady_clock::now();
+  bool all = false;
+  while (!all) {
+    if (out->passes == kMaxProfilePasses) {
+      out->message = "the metrics need more than " + std::to_string(kMaxProfilePasses) + " passes";
+      return;
+    }
+    flush_l2();
+    std::string call_error;
+    all = session.pass(call, &call_error);
+    ++out->passes;
+    if (!call_error.empty()) {
+      out->message = "the call failed while it was profiled: " + call_error;
+      return;
+    }
+  }
+  out->passes_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<double> values = session.values();
+  const std::vector<std::string>& taken = session.taken();
+  for (size_t i = 0; i < taken.size(); ++i) {
+    if (std::isfinite(values[i])) out->values[taken[i]] = values[i];
+  }
+  out->status = kProfileMeasured;
+}
+
+}  // namespace
+
+void prepare_counters(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) {
+  delete prepared;
+  prepared = availability.empty() ? nullptr : prepare_now(metrics, availability).release();
 }
 
 CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call) {
-  CounterProfile out;
-  try {
-    const auto t0 = std::chrono::steady_clock::now();
-    Session session;
-    session.enable();
-    const std::vector<std::string> taken = session.configure(metrics, &out.unavailable);
-    out.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (taken.empty()) {
-      out.status = kProfileUnsupported;
-      out.message = "this GPU's profiler knows none of the metrics asked for";
-      return out;
+  std::unique_ptr<Prepared> p(prepared != nullptr && prepared->metrics == metrics ? prepared : nullptr);
+  if (!p) delete prepared;
+  prepared = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  double before = 0.0;
+  if (p && p->session) {
+    // The host's part made before the turn, on the image the grader gave: armed
+    // here, or made again from the driver's own image where that image does not fit.
+    try {
+      p->session->arm();
+      before = p->seconds;
+    } catch (const CuptiFailure&) {
+      p.reset();
     }
-    bool all = false;
-    while (!all) {
-      if (out.passes == kMaxProfilePasses) {
-        out.message = "the metrics need more than " + std::to_string(kMaxProfilePasses) + " passes";
-        return out;
+  } else {
+    p.reset();
+  }
+  if (!p) {
+    p = prepare_now(metrics, {});
+    if (p->session && !p->session->taken().empty()) {
+      try {
+        p->session->arm();
+      } catch (const CuptiFailure& f) {
+        p->failed = failure(f);
+        p->session.reset();
       }
-      flush_l2();
-      std::string call_error;
-      all = session.pass(call, &call_error);
-      ++out.passes;
-      if (!call_error.empty()) {
-        out.message = "the call failed while it was profiled: " + call_error;
-        return out;
-      }
-    }
-    out.passes_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - out.setup_seconds;
-    const std::vector<double> values = session.values();
-    for (size_t i = 0; i < taken.size(); ++i) {
-      if (std::isfinite(values[i])) out.values[taken[i]] = values[i];
-    }
-    out.status = kProfileMeasured;
-  } catch (const CuptiFailure& f) {
-    switch (f.result) {
-      case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-        out.status = kProfileNotAllowed;
-        out.message = "this machine lets only administrators read the GPU's performance counters "
-                      "(the driver's RmProfilingAdminOnly)";
-        break;
-      case CUPTI_ERROR_NOT_SUPPORTED:
-      case CUPTI_ERROR_NOT_COMPATIBLE:
-      case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
-        out.status = kProfileUnsupported;
-        out.message = describe(f);
-        break;
-      default:
-        out.status = kProfileFailed;
-        out.message = describe(f);
     }
   }
+  CounterProfile out = p->session ? CounterProfile{} : p->failed;
+  out.unavailable = p->unavailable;
+  out.prepared_seconds = before;
+  if (!p->session) return out;
+  if (p->session->taken().empty()) {
+    out.status = kProfileUnsupported;
+    out.message = "this GPU's profiler knows none of the metrics asked for";
+    return out;
+  }
+  // The setup made here, in the GPU's turn: all of it unless prepare_counters made the host's part before.
+  out.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  try {
+    collect(*p->session, call, &out);
+  } catch (const CuptiFailure& f) {
+    CounterProfile failed = failure(f);
+    failed.unavailable = out.unavailable;
+    failed.passes = out.passes;
+    failed.setup_seconds = out.setup_seconds;
+    failed.prepared_seconds = out.prepared_seconds;
+    return failed;
+  }
   return out;
+}
+
+nlohmann::json counter_availability() {
+  try {
+    CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
+    int device = 0;
+    cudaGetDevice(&device);
+    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    chip.deviceIndex = static_cast<size_t>(device);
+    check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
+    const std::vector<uint8_t> image = query_availability(current_context());
+    CUpti_Profiler_DeInitialize_Params done{CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE};
+    cuptiProfilerDeInitialize(&done);
+    return {{"status", kProfileMeasured}, {"chip", chip.pChipName}, {"image", to_hex(image.data(), image.size())}};
+  } catch (const CuptiFailure& f) {
+    const CounterProfile failed = failure(f);
+    return {{"status", failed.status}, {"message", failed.message}};
+  }
 }
 
 }  // namespace tilelab

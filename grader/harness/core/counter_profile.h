@@ -11,6 +11,7 @@
 // flushed, so DRAM traffic is what one cold call moves.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -41,14 +42,30 @@ struct CounterProfile {
   std::map<std::string, double> values;  // metric name -> value, for the whole call
   std::vector<std::string> unavailable;  // names this GPU's profiler does not know
   int passes = 0;
-  double setup_seconds = 0;   // CUPTI's part before the first pass
+  double setup_seconds = 0;   // CUPTI's part before the first pass, made in this call
   double passes_seconds = 0;  // the passes, each with its L2 flush and its call
+  double prepared_seconds = 0;  // the setup's host part, made before (prepare_counters)
 };
 
 nlohmann::json to_json(const CounterProfile& profile);
 
+// Makes the host's part of CUPTI's setup for `metrics` now, for this
+// process's next profile_call of the same metrics, from the GPU's counter
+// availability image as counter_availability() gave it (the grader keeps it
+// per GPU). It touches no counters and costs most of the setup, so it is
+// made before the run's GPU turn (gpu_turn.h); without an image it makes
+// nothing and profile_call makes all of the setup. Needs the CUDA context current.
+void prepare_counters(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability);
+
+// The current device's chip name and counter availability image (hex), as
+// {"status": "measured", "chip", "image"}, or {"status", "message"} where
+// CUPTI refuses. Asking holds the GPU's counters for a moment: only while no
+// other run on the GPU is timed (`tilelab-harness --counter-availability`).
+nlohmann::json counter_availability();
+
 // Collects `metrics` over calls of `call` (it returns "" or why the call
-// failed). Needs the calling thread's CUDA context current.
+// failed), with the host's part prepare_counters made, or all of the setup
+// now. Needs the calling thread's CUDA context current.
 CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call);
 
 }  // namespace tilelab

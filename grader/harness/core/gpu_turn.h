@@ -28,6 +28,7 @@ class GpuTurn {
   // Returns once the GPU is this run's alone: at once where no gate is named,
   // or once it was given. Throws HarnessExit (kIoError) if the gate fails.
   void take();
+  bool taken() const { return taken_; }
 
  private:
   std::filesystem::path gate_;

@@ -146,6 +146,11 @@ nlohmann::json InProcessLauncher::profile(const LaunchArgs& args, const std::vec
   return to_json(profile_call(metrics, [&] { return call_failure(binding_, args); }));
 }
 
+void InProcessLauncher::prepare_profile(const std::vector<std::string>& metrics,
+                                        const std::vector<uint8_t>& availability) {
+  prepare_counters(metrics, availability);
+}
+
 std::vector<WindowRecord> InProcessLauncher::take_records(const std::vector<uint64_t>& windows) {
   return take_window_records(windows);
 }

@@ -58,6 +58,10 @@ class Launcher {
   // (counter_profile.h); the JSON of a CounterProfile, sanitized when it
   // comes from another process.
   virtual nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) = 0;
+  // Makes the host's part of the counters' setup for a later profile() of
+  // `metrics` now, before the run's GPU turn, from the GPU's counter
+  // availability image (counter_profile.h).
+  virtual void prepare_profile(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) = 0;
   // Whether the wall clock of invoke() is the trusted harness's own.
   virtual bool trusted_clock() const = 0;
   // Why the launcher cannot be called at all (no device, no CUPTI, its
@@ -94,6 +98,7 @@ class InProcessLauncher : public Launcher {
   Invocation invoke(const LaunchArgs& args, bool take_records = true, double limit_ms = 0) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
   nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
+  void prepare_profile(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) override;
   bool trusted_clock() const override { return false; }
   ExitCode startup_error(std::string* message) const override {
     *message = error_message_;

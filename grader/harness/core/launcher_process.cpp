@@ -378,6 +378,19 @@ json LauncherProcess::call_request(const char* op, const LaunchArgs& args) const
   return req;
 }
 
+// Its answer tells the harness nothing: a setup that failed is said again by profile().
+void LauncherProcess::prepare_profile(const std::vector<std::string>& metrics,
+                                      const std::vector<uint8_t>& availability) {
+  if (ended_ != ExitCode::kOk) return;
+  try {
+    request({{"op", "prepare_profile"},
+             {"metrics", metrics},
+             {"availability", to_hex(availability.data(), availability.size())}});
+  } catch (const std::exception& e) {
+    note_end(e.what());
+  }
+}
+
 // The launcher's process says what its counters were: kept only where it is
 // the shape counter_profile.h gives, for the metrics asked for, as finite numbers.
 json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics) {
@@ -417,7 +430,8 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   const json passes = reply.value("passes", json(0));
   if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
   for (auto [name, field] : {std::pair{"setup_seconds", &out.setup_seconds},
-                              std::pair{"passes_seconds", &out.passes_seconds}}) {
+                              std::pair{"passes_seconds", &out.passes_seconds},
+                              std::pair{"prepared_seconds", &out.prepared_seconds}}) {
     const json seconds = reply.value(name, json(0.0));
     if (seconds.is_number() && std::isfinite(seconds.get<double>())) *field = std::max(0.0, seconds.get<double>());
   }

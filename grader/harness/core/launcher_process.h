@@ -93,6 +93,7 @@ class LauncherProcess : public Launcher {
   Invocation invoke(const LaunchArgs& args, bool take_records = true, double limit_ms = 0) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
   nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
+  void prepare_profile(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) override;
   bool trusted_clock() const override { return true; }
   ExitCode startup_error(std::string* message) const override;
 

@@ -20,6 +20,9 @@
 //   {"op": "records", "windows": [...]} -> {"records": [{"kernels", "memory"}, ...]}
 //   {"op": "profile", "metrics", "m", "n", "p", "j", "k", "l", "props"?}
 //                                       -> the counters of untimed calls (counter_profile.h)
+//   {"op": "prepare_profile", "metrics", "availability"}
+//                                       -> {"ok": true}: the host's part of the next profile's setup, made now
+//                                          from the GPU's counter availability image (hex)
 //   {"op": "quit"}                      -> the process ends
 // "m", "n" and "p" are [id, byte offset] into shared allocations.
 //
@@ -33,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "hex.h"
 #include "invoke.h"
 
 namespace tilelab {
@@ -54,10 +58,6 @@ inline constexpr uint32_t kMaxMessageBytes = 64u << 20;
 bool send_message(int fd, const nlohmann::json& message);
 // Throws ProtocolError at the end of the stream or on anything malformed.
 nlohmann::json receive_message(int fd);
-
-std::string to_hex(const void* bytes, size_t size);
-// False unless `hex` holds exactly `size` bytes.
-bool from_hex(const std::string& hex, void* bytes, size_t size);
 
 // An Invocation as the launcher process sends it (records with raw
 // timestamps), and back. invocation_from_wire throws ProtocolError.

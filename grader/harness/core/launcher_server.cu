@@ -133,6 +133,12 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
       const Invocation call = invoke_launcher(
           binding, args, [&] { control->done.store(seq, std::memory_order_release); }, take_records);
       reply(replies, invocation_to_wire(call));
+    } else if (op == "prepare_profile" && usable) {
+      const std::string hex = req.value("availability", "");
+      std::vector<uint8_t> availability(hex.size() / 2);
+      if (!from_hex(hex, availability.data(), availability.size())) availability.clear();
+      prepare_counters(req.at("metrics").get<std::vector<std::string>>(), availability);
+      reply(replies, {{"ok", true}});
     } else if (op == "records" && usable) {
       json records = json::array();
       for (const WindowRecord& r : take_window_records(req.at("windows").get<std::vector<uint64_t>>())) {

@@ -84,6 +84,7 @@ def write_cases(
     profile: bool = False,
     give_up_ms: Optional[dict] = None,
     gate: Optional[Path] = None,
+    counter_availability: Optional[str] = None,
 ) -> Path:
     """Writes a case file for `entries`, a list of (name in the file, Case).
     The harness refuses a case file for another part than its own; one that
@@ -92,7 +93,9 @@ def write_cases(
     counters of one more call (traffic.py), after everything else it does.
     `give_up_ms`: the time budget of a timing case's call, by its name in
     the file (none for a case it does not name). `gate`: where the trusted
-    harness waits for the GPU alone before its timed calls (gpu_turn.py)."""
+    harness waits for the GPU alone before its timed calls (gpu_turn.py);
+    `counter_availability`: the GPU's image (hex), with which the counters'
+    setup is made before the gate (counter_availability.py)."""
     workdir.mkdir(parents=True, exist_ok=True)
     budgets = give_up_ms or {}
     cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing, budgets.get(name))
@@ -103,6 +106,8 @@ def write_cases(
            "record_launches": record_launches, "cases": cases}
     if gate is not None:
         doc["gate"] = str(gate)
+    if profile and counter_availability:
+        doc["counter_availability"] = counter_availability
     path = workdir / "cases.json"
     path.write_text(json.dumps(doc, indent=2))
     return path

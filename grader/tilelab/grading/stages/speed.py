@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
 from ...spec.matmul import matmul_flop
 from ...text.numbers import fmt_ms
-from .. import calibration, clocks, counter_hints, traffic
+from .. import calibration, clocks, counter_availability, counter_hints, traffic
 from ..context import Grading, PartState, private_name
 from ..diagnose import STATUS_HINTS
 from ..gpu_turn import LOOK_S, GpuTurnGate
@@ -77,7 +78,9 @@ def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Cali
         # The turn first: no other grading's timing run is alive while these wait at their gates.
         with g.held(g.gpu_lock.turn(), "waiting for the GPU alone"):
             with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
-                done = [pool.submit(_time_part, g, s, ceilings, basis, gate) for s, gate in zip(parts, gates)]
+                image = _counter_image(g, ceilings)
+                done = [pool.submit(_time_part, g, s, ceilings, basis, gate, counters=image)
+                        for s, gate in zip(parts, gates)]
                 for gate, part_done in zip(gates, done):
                     while not part_done.done() and not gate.wait_ready(LOOK_S):
                         pass
@@ -89,6 +92,16 @@ def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Cali
         for gate in gates:  # a run still at its gate ends there (gpu_turn.h)
             gate.close()
         pool.shutdown(wait=True)
+
+
+def _counter_image(g: Grading, ceilings) -> Optional[str]:
+    """The GPU's counter availability image, asked for at most once per GPU
+    while this grading holds its timing turn (counter_availability.py)."""
+    uuid = getattr(ceilings, "device_uuid", "")
+    if not uuid:
+        return None
+    env = {**os.environ, **g.sandbox.extra_env} if g.sandbox.extra_env else None
+    return counter_availability.image_for(g.tools.harness, uuid, env)
 
 
 def give_up_budgets(part, rule, ceilings, basis: calibration.Calibration) -> dict:
@@ -177,17 +190,19 @@ def case_speed(v: dict, target, ceilings, rule: str, full_at: float, flags: list
 
 
 def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibration,
-               gate: Optional[GpuTurnGate] = None, retimed: bool = False) -> None:
+               gate: Optional[GpuTurnGate] = None, retimed: bool = False,
+               counters: Optional[str] = None) -> None:
     """Times the part with the trusted harness: its clock is the one scored.
     `gate`: where its timed calls wait for the GPU alone; without one the
     caller holds it already. `retimed`: timing it again, since the GPU
-    throttled the first time."""
+    throttled the first time. `counters`: the GPU's counter availability
+    image, with which the run makes its counters' setup before its turn."""
     assignment = g.assignment
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
                             timing=assignment.timing, profile=True,
                             give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis),
-                            gate=gate.path if gate else None)
+                            gate=gate.path if gate else None, counter_availability=counters)
     limit = g.limits["speed"]
     run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, timed=True,
                       paused=gate.paused_s if gate else None)

@@ -1,0 +1,62 @@
+"""The GPU's counter availability image (grading/counter_availability.py):
+kept per GPU, asked of the trusted harness only where none is kept, and
+nothing kept where none could be had. What the image does to a profile is
+tested on the GPU (tests/cpp/harness_gpu_tests.cpp, Counters.*)."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tilelab.grading import counter_availability, gpu_cache
+from tilelab.system.paths import tool_path
+
+UUID = "GPU-0cd28d19-f803-5377-6c6b-607d9dccf6ec"
+NO_TOOL = Path("/nonexistent/tilelab-harness")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _keep(data) -> Path:
+    path = gpu_cache.cache_file(counter_availability.CACHE_KIND, UUID)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_kept_image_is_given_without_asking(cache):
+    _keep({"device_uuid": UUID, "chip": "GH100", "image": "00ff7a10"})
+    assert counter_availability.image_for(NO_TOOL, UUID) == "00ff7a10"
+
+
+@pytest.mark.parametrize("kept", [
+    {"device_uuid": UUID, "chip": "GH100", "image": "0A"},  # not the harness's lowercase hex
+    {"device_uuid": UUID, "chip": "GH100", "image": "abc"},  # half a byte
+    {"device_uuid": "GPU-another", "chip": "GH100", "image": "00"},  # copied from another GPU's cache
+    {"device_uuid": UUID, "chip": "GH100"},
+    ["00ff"],
+])
+def test_an_unusable_kept_image_is_asked_for_again(cache, kept):
+    path = _keep(kept)
+    # Asked of a harness that is not there: nothing comes back, and what was kept is not taken for an answer.
+    assert counter_availability.image_for(NO_TOOL, UUID) is None
+    assert json.loads(path.read_text()) == kept
+
+
+def test_without_a_gpu_the_harness_gives_none_and_nothing_is_kept(cache):
+    build = os.environ.get("TILELAB_BUILD_DIR")
+    if not build:
+        pytest.skip("skipped: TILELAB_BUILD_DIR names no built project (run through ctest)")
+    harness = tool_path(Path(build), "tilelab-harness")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no device, here or on a GPU machine
+    assert counter_availability.image_for(harness, UUID, env) is None
+    assert not gpu_cache.cache_file(counter_availability.CACHE_KIND, UUID).exists()
+
+
+def test_a_uuid_that_cannot_name_a_file_gets_none(cache):
+    assert counter_availability.image_for(NO_TOOL, "../../etc/passwd") is None
