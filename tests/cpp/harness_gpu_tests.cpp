@@ -425,8 +425,8 @@ TEST(Timing, StopsOnceTheCallsAgreeWithinTheTolerance) {
 // `tilelab-harness --counter-availability` gives (core/counter_profile.h)
 // reads what the setup made in the turn reads: the same passes, the same
 // instructions, DRAM bytes within a few percent; and it leaves less of the
-// setup in the turn. An image CUPTI refuses costs only that: the whole
-// setup is made in the turn, from the driver's own image.
+// setup in the turn. (CUPTI does not check an image: the grader gives only
+// the harness's own, kept with its checksum, grading/counter_availability.py.)
 TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
   TILELAB_REQUIRE_GPU();
   const ProcessResult asked = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--counter-availability"}, 60);
@@ -455,8 +455,7 @@ TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
   };
   const json in_turn = profiled("", "in-turn");
   const json prepared = profiled(image, "prepared");
-  const json refused = profiled("00ff", "refused");
-  for (const json* p : {&in_turn, &prepared, &refused}) {
+  for (const json* p : {&in_turn, &prepared}) {
     ASSERT_EQ(p->at("status"), "measured") << p->dump();
     EXPECT_EQ(p->at("passes"), in_turn.at("passes"));
     EXPECT_EQ(p->at("metrics").at(metrics[0]), in_turn.at("metrics").at(metrics[0]));
@@ -465,10 +464,9 @@ TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
   }
   std::cout << "counters' setup in the turn: " << in_turn.at("setup_seconds") << " s without an image, "
             << prepared.at("setup_seconds") << " s prepared (" << prepared.at("prepared_seconds")
-            << " s made before), " << refused.at("setup_seconds") << " s with an image CUPTI refuses\n";
+            << " s made before)\n";
   EXPECT_EQ(in_turn.at("prepared_seconds"), 0.0);
   EXPECT_GT(prepared.at("prepared_seconds").get<double>(), 0.0);
-  EXPECT_EQ(refused.at("prepared_seconds"), 0.0);
   EXPECT_LT(prepared.at("setup_seconds").get<double>(), in_turn.at("setup_seconds").get<double>());
 }
 

@@ -1,5 +1,6 @@
 """The GPU's counter availability image asked of the trusted harness once,
-kept, and given again without asking (grading/counter_availability.py)."""
+kept, given again without asking, and asked again for another calibration
+fingerprint (grading/counter_availability.py)."""
 
 from pathlib import Path
 
@@ -10,7 +11,10 @@ from tilelab.system.paths import tool_path
 def test_the_image_is_asked_for_once_and_kept(build, device, tmp_path, monkeypatch):
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
     uuid = device["uuid"]
-    image = counter_availability.image_for(tool_path(build, "tilelab-harness"), uuid)
+    harness = tool_path(build, "tilelab-harness")
+    image = counter_availability.image_for(harness, uuid, "a" * 64)
     assert image and len(image) % 2 == 0 and set(image) <= set("0123456789abcdef")
     assert gpu_cache.cache_file(counter_availability.CACHE_KIND, uuid).is_file()
-    assert counter_availability.image_for(Path("/nonexistent/tilelab-harness"), uuid) == image
+    assert counter_availability.image_for(Path("/nonexistent/tilelab-harness"), uuid, "a" * 64) == image
+    assert counter_availability.image_for(Path("/nonexistent/tilelab-harness"), uuid, "b" * 64) is None
+    assert counter_availability.image_for(harness, uuid, "b" * 64) == image

@@ -361,7 +361,7 @@ CounterProfile profile_call(const std::vector<std::string>& metrics, const std::
   double before = 0.0;
   if (p && p->session) {
     // The host's part made before the turn, on the image the grader gave: armed
-    // here, or made again from the driver's own image where that image does not fit.
+    // here, or made again from the driver's own image where arming it fails.
     try {
       p->session->arm();
       before = p->seconds;

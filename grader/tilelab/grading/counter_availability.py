@@ -7,13 +7,17 @@ a run that had to ask would do so in its turn, where it costs about a tenth
 of a second a part. The trusted harness asks once per GPU
 (`tilelab-harness --counter-availability`), while the grading holds the
 GPU's timing turn and nobody's timed calls run; the image is cached beside
-the GPU's ceilings and calibration (gpu_cache.py). An image that is missing,
-unreadable or refused by CUPTI costs only time: the run then makes the whole
-setup in its turn, as it would without one.
+the GPU's ceilings and calibration (gpu_cache.py), for the calibration's
+fingerprint (the driver, the harness's build) and with its SHA-256: CUPTI
+reads the image without checking it, and one that is not the driver's own
+may crash the launcher's process in the student's name. An image that is
+missing or kept for another fingerprint is asked for again; without one the
+run makes the whole setup in its turn, as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -35,6 +39,7 @@ TIMEOUT_S = 60
 @dataclass(frozen=True)
 class CounterAvailability:
     device_uuid: str
+    fingerprint: str  # the calibration's (calibration.fingerprint): the driver and the harness it was asked of
     chip: str
     image: str  # hex, two digits a byte, as the harness's case file takes it
 
@@ -42,39 +47,49 @@ class CounterAvailability:
     def from_dict(cls, data) -> "CounterAvailability":
         if not isinstance(data, dict):
             raise ValueError("not an object")
-        found = cls(str(data["device_uuid"]), str(data["chip"]), str(data["image"]))
+        found = cls(str(data["device_uuid"]), str(data["fingerprint"]), str(data["chip"]), str(data["image"]))
         if len(found.image) > MAX_HEX_CHARS or not _HEX.match(found.image):
             raise ValueError("the image is not hex bytes")
+        if data.get("sha256") != _sha256(found.image):
+            raise ValueError("the image is not the one the harness gave")
         return found
 
     def to_dict(self) -> dict:
-        return {"device_uuid": self.device_uuid, "chip": self.chip, "image": self.image}
+        return {"device_uuid": self.device_uuid, "fingerprint": self.fingerprint, "chip": self.chip,
+                "image": self.image, "sha256": _sha256(self.image)}
 
 
-def image_for(harness: Path, uuid: str, env: Optional[dict] = None) -> Optional[str]:
-    """The GPU's counter availability image (hex): cached, or asked of the
-    trusted harness and cached. None where it cannot be had; the caller must
-    hold the GPU's timing turn (system/gpu_lock.py) when none is cached."""
+def _sha256(image: str) -> str:
+    return hashlib.sha256(image.encode()).hexdigest()
+
+
+def image_for(harness: Path, uuid: str, fingerprint: str, env: Optional[dict] = None) -> Optional[str]:
+    """The GPU's counter availability image (hex) for the calibration
+    `fingerprint`: kept, or asked of the trusted harness and kept. None
+    where it cannot be had; the caller must hold the GPU's timing turn
+    (system/gpu_lock.py) when none is kept."""
     try:
-        cached = gpu_cache.load(CACHE_KIND, uuid, CounterAvailability.from_dict, (KeyError, TypeError))
+        kept = gpu_cache.load(CACHE_KIND, uuid, CounterAvailability.from_dict, (KeyError, TypeError))
     except ValueError:  # a UUID that cannot name a file
         return None
-    if cached is not None:
-        return cached.image
-    asked = _ask(harness, uuid, env)
+    if kept is not None and kept.fingerprint == fingerprint:
+        return kept.image
+    asked = _ask(harness, uuid, fingerprint, env)
     if asked is None:
         return None
     gpu_cache.save(CACHE_KIND, uuid, asked.to_dict())
     return asked.image
 
 
-def _ask(harness: Path, uuid: str, env: Optional[dict]) -> Optional[CounterAvailability]:
+def _ask(harness: Path, uuid: str, fingerprint: str, env: Optional[dict]) -> Optional[CounterAvailability]:
     try:
         proc = subprocess.run([str(harness), "--counter-availability"], capture_output=True, text=True,
                               timeout=TIMEOUT_S, env=env)
         said = json.loads(proc.stdout)
         if proc.returncode != 0 or said.get("status") != "measured":
             return None
-        return CounterAvailability.from_dict({**said, "device_uuid": uuid})
+        image = str(said["image"])
+        return CounterAvailability.from_dict({"device_uuid": uuid, "fingerprint": fingerprint,
+                                              "chip": said["chip"], "image": image, "sha256": _sha256(image)})
     except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -78,7 +78,7 @@ def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Cali
         # The turn first: no other grading's timing run is alive while these wait at their gates.
         with g.held(g.gpu_lock.turn(), "waiting for the GPU alone"):
             with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
-                image = _counter_image(g, ceilings)
+                image = _counter_image(g, ceilings, basis)
                 done = [pool.submit(_time_part, g, s, ceilings, basis, gate, counters=image)
                         for s, gate in zip(parts, gates)]
                 for gate, part_done in zip(gates, done):
@@ -94,14 +94,14 @@ def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Cali
         pool.shutdown(wait=True)
 
 
-def _counter_image(g: Grading, ceilings) -> Optional[str]:
+def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Optional[str]:
     """The GPU's counter availability image, asked for at most once per GPU
-    while this grading holds its timing turn (counter_availability.py)."""
+    and calibration while this grading holds its timing turn (counter_availability.py)."""
     uuid = getattr(ceilings, "device_uuid", "")
-    if not uuid:
+    if not uuid or basis.device_uuid != uuid or not basis.fingerprint:
         return None
     env = {**os.environ, **g.sandbox.extra_env} if g.sandbox.extra_env else None
-    return counter_availability.image_for(g.tools.harness, uuid, env)
+    return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, env)
 
 
 def give_up_budgets(part, rule, ceilings, basis: calibration.Calibration) -> dict:
