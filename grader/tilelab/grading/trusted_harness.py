@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ..system import process
+from ..system import owned_dirs, process
 from .runner import ONE_WORK_QUEUE
 
 # Runs of a grading that may be in tilelab-harness at once: a grading's
@@ -136,7 +135,7 @@ class TrustedHarness:
             if self._dir is None:
                 # Its own private folder (0700): the sandbox user cannot reach the
                 # socket. Short, because a socket's path has at most 107 bytes.
-                self._dir = Path(tempfile.mkdtemp(prefix="tilelab-h-"))
+                self._dir = owned_dirs.make(owned_dirs.HARNESS)
             self._serial += 1
             socket = self._dir / f"s{self._serial}"
         log = open(self._log, "ab") if self._log is not None else subprocess.DEVNULL

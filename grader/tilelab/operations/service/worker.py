@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import queue
+import shutil
 import signal
 import socket
 import tempfile
@@ -36,6 +37,7 @@ from typing import Optional
 from ...grading.options import GradeOptions, build_jobs_each
 from ...outputs import causes
 from ...spec.assignment import load_assignment
+from ...system import owned_dirs
 from ...system.paths import ASSIGNMENT_FILE
 from ...system.sandbox import sandbox_for_this_process
 from ...system.sandbox_users import ended_leftovers, leftovers_words
@@ -78,7 +80,8 @@ class Worker:
         self._held: list = []  # the sandbox users this worker holds, host-wide (empty until it first can grade)
         self._waiting: dict = {}  # slot -> the leftover processes it waits for
         self._note = ""  # for the staff beside a ready state (too few sandbox users, a slot waiting)
-        self.scratch = Path(settings.scratch or tempfile.mkdtemp(prefix="tilelab-worker-"))
+        owned_dirs.sweep()  # what a worker killed before it left behind
+        self.scratch = Path(settings.scratch or owned_dirs.make(owned_dirs.WORKER))
         self.scratch.chmod(0o711)  # sandbox users pass through to the hand-in being graded, and list nothing
         self._stop = threading.Event()  # the worker is to end (a signal)
         self._problem: Optional[str] = None  # why the worker stopped taking jobs
@@ -136,6 +139,8 @@ class Worker:
             self._record("UPDATE tilelab_workers SET state = 'stopped' WHERE name = %s", (self.settings.name,))
             for held in self._held:
                 held.release()
+            if self.settings.scratch is None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _health(self) -> worker_health.Health:
         return worker_health.check(self.settings.root, self.settings.build_dir, self.assignment, self.settings.gpu,
