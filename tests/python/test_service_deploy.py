@@ -38,10 +38,16 @@ def test_the_deployment_files_pass_only_options_the_commands_have():
         command = services[service]["command"]
         used = {word for word in command if word.startswith("--")}
         assert used <= options_of(command[0]), (service, used - options_of(command[0]))
-    sbatch = (ROOT / "scripts" / "service-worker.sbatch").read_text()
-    (line,) = re.findall(r"^\s*\S*/tilelab worker (.*)$", sbatch, flags=re.M)  # the command it runs
+    sbatch = (ROOT / "scripts" / "service-worker.sbatch").read_text().replace("\\\n", " ")
+    (line,) = re.findall(r"\S*/tilelab worker (.*)$", sbatch, flags=re.M)  # the command it runs
     used = {word for word in line.split() if word.startswith("--")}
     assert used and used <= options_of("worker")
+    # Every array task's GPU is device 0: the name, not HOST:GPU, tells two tasks on one node apart.
+    (name,) = re.findall(r'--name ("[^"]*")', line)
+    named = [subprocess.run(["bash", "-c", f"echo {name}"], capture_output=True, text=True, check=True,
+                            env={"PATH": "/usr/bin:/bin", "SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": task}
+                            ).stdout.strip() for task in ("0", "1")]
+    assert named[0] != named[1] and all(n.endswith(f"slurm-77-{t}") for n, t in zip(named, "01")), named
     # The environment variable the files set is the one the commands read.
     assert "TILELAB_DATABASE_URL" in subprocess.run(
         [sys.executable, "-m", "tilelab.cli", "worker", "--help"], capture_output=True, text=True, cwd=ROOT,
