@@ -234,7 +234,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     # A stopped case is slower than twice the time that earns nothing: no throttling explains that.
     if not retimed and not stopped and any(c.throttled for c in readings.values()):
         # A GPU at its power or thermal limit slows every kernel: time once more, from the start.
-        _time_part(g, s, ceilings, basis, retimed=True)  # the GPU is this part's already
+        _time_part(g, s, ceilings, basis, retimed=True, counters=counters)  # the GPU is this part's already
         return
     fractions, speeds, stopped_words = [], [], []
     for v in timed:
