@@ -4,7 +4,6 @@ the speed targets (only the speed stage waits for those)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import Future
 from typing import Optional
@@ -72,16 +71,10 @@ class GpuSide:
         return ceilings, basis
 
 
-def _probe_env(g: Grading) -> Optional[dict]:
-    """The environment of the GPU the sandboxed runs will use (Sandbox.extra_env);
-    None where that is this process's own, and a probe started early may answer."""
-    return {**os.environ, **g.sandbox.extra_env} if g.sandbox.extra_env else None
-
-
 def probe_device(g: Grading) -> Optional[dict]:
     """The device facts, or None (with a note) without a usable GPU."""
     try:
-        return gpu_ceilings.device_info(g.tools.probe, 60, _probe_env(g))
+        return gpu_ceilings.device_info(g.tools.probe, 60, g.gpu_env)  # None: a probe started early may answer
     except gpu_ceilings.NoDevice:
         g.notes.append(NO_DEVICE_NOTE)
     except gpu_ceilings.RooflineError as e:
@@ -96,7 +89,7 @@ def measured_ceilings(g: Grading, gpu: dict):
         ceilings = gpu_ceilings.cached_ceilings(gpu)
         if ceilings is None:
             with g.gpu_lock.exclusive():
-                ceilings = gpu_ceilings.get_ceilings(g.tools.probe, env=_probe_env(g), device=gpu)
+                ceilings = gpu_ceilings.get_ceilings(g.tools.probe, env=g.gpu_env, device=gpu)
     except gpu_ceilings.RooflineError as e:
         g.notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
         return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
@@ -100,8 +99,7 @@ def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Opti
     uuid = getattr(ceilings, "device_uuid", "")
     if not uuid or basis.device_uuid != uuid or not basis.fingerprint:
         return None
-    env = {**os.environ, **g.sandbox.extra_env} if g.sandbox.extra_env else None
-    return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, env)
+    return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, g.gpu_env)
 
 
 def give_up_budgets(part, rule, ceilings, basis: calibration.Calibration) -> dict:
