@@ -71,3 +71,4 @@ def test_without_a_gpu_the_harness_gives_none_and_nothing_is_kept(cache):
 
 def test_a_uuid_that_cannot_name_a_file_gets_none(cache):
     assert counter_availability.image_for(NO_TOOL, "../../etc/passwd", FINGERPRINT) is None
+    assert not cache.exists()

@@ -18,3 +18,10 @@ def test_the_image_is_asked_for_once_and_kept(build, device, tmp_path, monkeypat
     assert counter_availability.image_for(Path("/nonexistent/tilelab-harness"), uuid, "a" * 64) == image
     assert counter_availability.image_for(Path("/nonexistent/tilelab-harness"), uuid, "b" * 64) is None
     assert counter_availability.image_for(harness, uuid, "b" * 64) == image
+
+
+def test_a_uuid_that_cannot_name_a_file_is_not_asked_for(build, device, tmp_path, monkeypatch):
+    # The harness would answer here; nothing could be kept under such a name, so it is not asked.
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+    assert counter_availability.image_for(tool_path(build, "tilelab-harness"), "../x", "a" * 64) is None
+    assert not (tmp_path / "cache").exists()

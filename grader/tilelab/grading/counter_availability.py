@@ -69,9 +69,10 @@ def image_for(harness: Path, uuid: str, fingerprint: str, env: Optional[dict] = 
     where it cannot be had; the caller must hold the GPU's timing turn
     (system/gpu_lock.py) when none is kept."""
     try:
-        kept = gpu_cache.load(CACHE_KIND, uuid, CounterAvailability.from_dict, (KeyError, TypeError))
-    except ValueError:  # a UUID that cannot name a file
+        gpu_cache.checked_uuid(uuid)
+    except ValueError:  # a UUID that cannot name a file: nothing can be kept for it
         return None
+    kept = gpu_cache.load(CACHE_KIND, uuid, CounterAvailability.from_dict, (KeyError, TypeError))
     if kept is not None and kept.fingerprint == fingerprint:
         return kept.image
     asked = _ask(harness, uuid, fingerprint, env)
