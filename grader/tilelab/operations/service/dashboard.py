@@ -201,14 +201,20 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits, assignmen
 
     # ------------------------------------------------------------ pages
 
-    @app.get("/staff", include_in_schema=False)
-    def overview(request: Request):
+    def staff_page(request: Request, read, show):
+        """A staff page: read(conn) with the session checked, then show(session,
+        what it read) once the connection is back in the pool."""
         with state["pool"].connection() as conn:
             session = session_of(conn, request)
             if session is None:
                 return to_login()
-            view = overview_of(conn)
-        return page("overview.html.j2", session=session, silent_after_s=records.SILENT_AFTER_S, **view)
+            found = read(conn)
+        return show(session, found)
+
+    @app.get("/staff", include_in_schema=False)
+    def overview(request: Request):
+        return staff_page(request, overview_of, lambda session, view: page(
+            "overview.html.j2", session=session, silent_after_s=records.SILENT_AFTER_S, **view))
 
     @app.get("/staff/students", include_in_schema=False)
     def find_student(request: Request):
@@ -218,59 +224,55 @@ def add_dashboard(app, state: dict, database_url: str, limits: Limits, assignmen
 
     @app.get("/staff/students/{student:path}", include_in_schema=False)
     def student_page(request: Request, student: str):
-        with state["pool"].connection() as conn:
-            session = session_of(conn, request)
-            if session is None:
-                return to_login()
-            if not plausible_student(student):
+        def show(session, rows):
+            if rows is None:
                 return message(404, "No such student", "A student ID has 1 to 200 characters, and no NUL.", session)
-            rows = submissions_of(conn, student)
-        return page("student.html.j2", session=session, student=student, submissions=rows)
+            return page("student.html.j2", session=session, student=student, submissions=rows)
+
+        return staff_page(request, lambda conn: submissions_of(conn, student) if plausible_student(student) else None,
+                          show)
 
     @app.get("/staff/submissions/{submission_id}/report.html", include_in_schema=False)
     def report(request: Request, submission_id: str):
-        with state["pool"].connection() as conn:
-            session = session_of(conn, request)
-            if session is None:
-                return to_login()
-            result = records.result_row(conn, submission_id) if records.submission_row(conn, submission_id) \
-                else None
-        if result is None:
-            return message(404, "No report", f"Submission {submission_id} has no report (not graded, or no such "
-                                             "submission).", session)
-        text = result["report_html"]
-        if result["plot_png"] is not None:
-            # The page names its plot by a relative file name; inlined, the sandboxed page needs no request.
-            plot = base64.b64encode(bytes(result["plot_png"])).decode()
-            text = text.replace('src="roofline.png"', f'src="data:image/png;base64,{plot}"', 1)
-        return HTMLResponse(text, headers={**PAGE_HEADERS, "Content-Security-Policy": REPORT_CSP})
+        def read(conn):
+            return records.result_row(conn, submission_id) if records.submission_row(conn, submission_id) else None
+
+        def show(session, result):
+            if result is None:
+                return message(404, "No report", f"Submission {submission_id} has no report (not graded, or no "
+                                                 "such submission).", session)
+            text = result["report_html"]
+            if result["plot_png"] is not None:
+                # The page names its plot by a relative file name; inlined, the sandboxed page needs no request.
+                plot = base64.b64encode(bytes(result["plot_png"])).decode()
+                text = text.replace('src="roofline.png"', f'src="data:image/png;base64,{plot}"', 1)
+            return HTMLResponse(text, headers={**PAGE_HEADERS, "Content-Security-Policy": REPORT_CSP})
+
+        return staff_page(request, read, show)
 
     @app.get("/staff/class-report", include_in_schema=False)
     def class_report(request: Request):
         """What the class did, from each student's latest grading (class_pages.py)."""
-        with state["pool"].connection() as conn:
-            session = session_of(conn, request)
-            if session is None:
-                return to_login()
-            gradings = class_pages.latest_gradings(conn)
-        text, missing = class_pages.class_page(gradings, assignment)
-        if text is None:
-            return message(404, "No class report", f"{missing[:1].upper()}{missing[1:]}.", session)
-        return HTMLResponse(text, headers={**PAGE_HEADERS, "Content-Security-Policy": class_pages.CLASS_REPORT_CSP})
+        def show(session, gradings):
+            text, missing = class_pages.class_page(gradings, assignment)
+            if text is None:
+                return message(404, "No class report", f"{missing[:1].upper()}{missing[1:]}.", session)
+            return HTMLResponse(text, headers={**PAGE_HEADERS,
+                                               "Content-Security-Policy": class_pages.CLASS_REPORT_CSP})
+
+        return staff_page(request, class_pages.latest_gradings, show)
 
     @app.get("/staff/class-report/{name}", include_in_schema=False)
     def class_report_csv(request: Request, name: str):
-        with state["pool"].connection() as conn:
-            session = session_of(conn, request)
-            if session is None:
-                return to_login()
-            gradings = class_pages.latest_gradings(conn)
-        text = class_pages.class_csv(gradings, assignment, name)
-        if text is None:
-            return message(404, "No such file", "The class report has no such CSV, or nothing is graded yet.",
-                           session)
-        return Response(text, media_type="text/csv", headers={
-            **PAGE_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'})
+        def show(session, gradings):
+            text = class_pages.class_csv(gradings, assignment, name)
+            if text is None:
+                return message(404, "No such file", "The class report has no such CSV, or nothing is graded yet.",
+                               session)
+            return Response(text, media_type="text/csv", headers={
+                **PAGE_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'})
+
+        return staff_page(request, class_pages.latest_gradings, show)
 
     # ------------------------------------------------------------ regrades
 
