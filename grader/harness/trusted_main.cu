@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--serve-jobs") == 0) return serve_jobs(argv[2]);
   if (argc == 2 && std::strcmp(argv[1], "--counter-availability") == 0) {
     if (cudaFree(nullptr) != cudaSuccess) {
-      std::printf("%s\n", nlohmann::json{{"status", "no_device"}, {"message", "no CUDA device is visible"}}.dump().c_str());
+      const nlohmann::json none = {{"status", "no_device"}, {"message", "no CUDA device is visible"}};
+      std::printf("%s\n", none.dump().c_str());
       return to_int(ExitCode::kNoDevice);
     }
     const nlohmann::json found = counter_availability();

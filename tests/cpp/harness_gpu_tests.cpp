@@ -429,7 +429,8 @@ TEST(Timing, StopsOnceTheCallsAgreeWithinTheTolerance) {
 // the harness's own, kept with its checksum, grading/counter_availability.py.)
 TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
   TILELAB_REQUIRE_GPU();
-  const ProcessResult asked = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--counter-availability"}, 60);
+  const std::string harness = (build_dir() / "bin" / "tilelab-harness").string();
+  const ProcessResult asked = run_process({harness, "--counter-availability"}, 60);
   ASSERT_EQ(asked.exit_code, 0) << asked.out << asked.err;
   const json said = json::parse(asked.out);
   ASSERT_EQ(said.at("status"), "measured") << said.dump();

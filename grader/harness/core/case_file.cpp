@@ -320,7 +320,9 @@ json case_file_to_json(const CaseFile& f) {
               {"guard_elements", f.guard_elements},
               {"cases", cases}};
   if (!f.gate.empty()) doc["gate"] = f.gate.string();
-  if (!f.counter_availability.empty()) doc["counter_availability"] = to_hex(f.counter_availability.data(), f.counter_availability.size());
+  if (!f.counter_availability.empty()) {
+    doc["counter_availability"] = to_hex(f.counter_availability.data(), f.counter_availability.size());
+  }
   return doc;
 }
 
