@@ -5,7 +5,6 @@ state of each part, handed to every stage."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import secrets
 import shutil
 import threading
@@ -79,12 +78,6 @@ class Grading:
     def limits(self) -> dict:
         """assignment.yaml's time limits, by stage."""
         return self.assignment.grading["time_limits"]
-
-    @property
-    def gpu_env(self) -> Optional[dict]:
-        """The environment of the GPU the sandboxed runs use (Sandbox.extra_env), for
-        the grader's own GPU tools; None where that is this process's own."""
-        return {**os.environ, **self.sandbox.extra_env} if self.sandbox.extra_env else None
 
     def timed(self, phase: str):
         return self.clock.timed(phase)

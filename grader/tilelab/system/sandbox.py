@@ -49,6 +49,12 @@ class Sandbox:
     contain: Optional[Path] = None
 
     @property
+    def gpu_env(self) -> Optional[dict]:
+        """The environment of this sandbox's GPU (extra_env), for the grader's own
+        GPU tools; None where that is this process's own."""
+        return {**os.environ, **self.extra_env} if self.extra_env else None
+
+    @property
     def switches_user(self) -> bool:
         return self.user is not None
 

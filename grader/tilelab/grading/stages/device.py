@@ -74,7 +74,7 @@ class GpuSide:
 def probe_device(g: Grading) -> Optional[dict]:
     """The device facts, or None (with a note) without a usable GPU."""
     try:
-        return gpu_ceilings.device_info(g.tools.probe, 60, g.gpu_env)  # None: a probe started early may answer
+        return gpu_ceilings.device_info(g.tools.probe, 60, g.sandbox.gpu_env)  # None: a probe started early may answer
     except gpu_ceilings.NoDevice:
         g.notes.append(NO_DEVICE_NOTE)
     except gpu_ceilings.RooflineError as e:
@@ -89,7 +89,7 @@ def measured_ceilings(g: Grading, gpu: dict):
         ceilings = gpu_ceilings.cached_ceilings(gpu)
         if ceilings is None:
             with g.gpu_lock.exclusive():
-                ceilings = gpu_ceilings.get_ceilings(g.tools.probe, env=g.gpu_env, device=gpu)
+                ceilings = gpu_ceilings.get_ceilings(g.tools.probe, env=g.sandbox.gpu_env, device=gpu)
     except gpu_ceilings.RooflineError as e:
         g.notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
         return None

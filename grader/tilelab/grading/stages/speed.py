@@ -99,7 +99,7 @@ def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Opti
     uuid = getattr(ceilings, "device_uuid", "")
     if not uuid or basis.device_uuid != uuid or not basis.fingerprint:
         return None
-    return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, g.gpu_env)
+    return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, g.sandbox.gpu_env)
 
 
 def give_up_budgets(part, rule, ceilings, basis: calibration.Calibration) -> dict:
