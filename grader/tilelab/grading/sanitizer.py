@@ -64,7 +64,12 @@ def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sa
     exe = sanitizer_path()
     if not exe:
         return Stage(tool, "not_run", "compute-sanitizer is not installed here"), False
-    wrapper = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_ERROR_EXIT), "--print-limit", "20"]
+    # Only the part's own process: by default compute-sanitizer follows every
+    # process it starts and waits for all of them, so a daemon the launcher
+    # leaves behind held the run, and the GPU's share, to the time limit. A
+    # part whose kernels run in another process fails its launch checks.
+    wrapper = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_ERROR_EXIT), "--print-limit", "20",
+               "--target-processes", "application-only"]
     if tool == "racecheck":
         wrapper += ["--racecheck-report", "analysis"]
     run = run_harness(binary, case_file, timeout_s, sandbox, wrapper=wrapper, cancel=cancel)
