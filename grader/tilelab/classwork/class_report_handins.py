@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,15 +22,14 @@ from ..errors import TilelabError
 from ..grading.answers import AnswersResult, QuestionResult
 from ..grading.model import STAGES, CaseResult, GradeResult, PartResult, Speed, Stage
 from ..grading.traffic import Level, Traffic
-from ..outputs.gradescope import error_results
+from ..outputs.gradescope import is_error_results
 from ..spec.assignment import Assignment
+from ..system.atomic import read_json
 from ..text.numbers import fmt_points
 
 GRADE_FILE = "grade.json"
 RESULTS_FILE = "results.json"
 DONE_FILE = ".done"
-# The first test of a results.json written when the grader itself failed.
-GRADER_ERROR_TEST = error_results("")["tests"][0]["name"]
 
 
 class ClassReportError(TilelabError):
@@ -43,19 +41,6 @@ class HandIn:
     name: str  # the student's id: the folder's name, or the service's student
     result: Optional[GradeResult] = None  # None: left out, for `problem`
     problem: str = ""  # why it is not in the figures, in a few words
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _grader_failed(results) -> bool:
-    tests = results.get("tests") if isinstance(results, dict) else None
-    return (isinstance(tests, list) and bool(tests) and isinstance(tests[0], dict)
-            and tests[0].get("name") == GRADER_ERROR_TEST)
 
 
 def version_problem(result: GradeResult, assignment: Assignment) -> str:
@@ -167,8 +152,8 @@ def read_graded_dir(graded_dir: Path, assignment: Assignment) -> list:
         if not any(p.exists() for p in (grade, results, entry / DONE_FILE)):
             continue
         if grade.is_file():
-            docs.append((entry.name, _read_json(grade), ""))
-        elif _grader_failed(_read_json(results)):
+            docs.append((entry.name, read_json(grade), ""))
+        elif is_error_results(read_json(results)):
             docs.append((entry.name, None, "grader error (see its results.json)"))
         else:
             docs.append((entry.name, None, "no grade.json (an interrupted grading?)"))

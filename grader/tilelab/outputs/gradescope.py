@@ -397,6 +397,13 @@ def error_results(traceback_text: str) -> dict:
     }
 
 
+def is_error_results(doc) -> bool:
+    """Whether a results.json is error_results's: the grader failed, the student is not to blame."""
+    tests = doc.get("tests") if isinstance(doc, dict) else None
+    return (isinstance(tests, list) and bool(tests) and isinstance(tests[0], dict)
+            and tests[0].get("name") == error_results("")["tests"][0]["name"])
+
+
 _NUMBER = (int, float)
 # Gradescope's autograder specification, results.json: every field and its type.
 TOP_LEVEL_FIELDS = {

@@ -1,7 +1,8 @@
-"""Writing a file so that readers never see half of it."""
+"""Writing a file so that readers never see half of it, and reading one back."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -23,3 +24,12 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def read_json(path: Path):
+    """What a JSON file holds, None where it is missing or not JSON (a
+    grading interrupted before it wrote, or a file edited by hand)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -25,14 +25,13 @@ from typing import Optional
 
 from ...grading.model import ESTIMATED_RULE, PartResult, Stage
 from ...outputs.causes import part_state
-from ...outputs.gradescope import error_results
+from ...outputs.gradescope import is_error_results
 from ...outputs.leaderboard import class_board, leaderboard_key, leaderboard_parts, result_from_dict, write_board
 from ...spec.assignment import Assignment
-from ...system.atomic import write_atomically
+from ...system.atomic import read_json, write_atomically
 from .class_pages import class_pages
-from .students import GRADEBOOK_FILE, _assignment, _check_dirs, _marker, _read_json, find_students
+from .students import GRADEBOOK_FILE, _assignment, _check_dirs, _marker, find_students
 
-_GRADER_ERROR_TEST = error_results("")["tests"][0]["name"]
 
 GRADED = "graded"
 GRADER_ERROR = "grader error"
@@ -132,13 +131,12 @@ def collect_row(student: str, out: Path, part_ids: list) -> Row:
     batch, an earlier one, `tilelab grade` in a Slurm task)."""
     if not (out / "results.json").is_file():
         return Row(student, "skipped: not graded (no results.json)")
-    results = _read_json(out / "results.json")
+    results = read_json(out / "results.json")
     if not isinstance(results, dict):
         return Row(student, "skipped: results.json is unreadable")
-    tests = results.get("tests")
-    if isinstance(tests, list) and tests and isinstance(tests[0], dict) and tests[0].get("name") == _GRADER_ERROR_TEST:
+    if is_error_results(results):
         return Row(student, GRADER_ERROR)
-    detailed = _read_json(out / "grade.json")
+    detailed = read_json(out / "grade.json")
     if not isinstance(detailed, dict):
         return Row(student, "skipped: grade.json is missing or unreadable (an interrupted grading?)")
     marker = _marker(out) or {}
@@ -228,7 +226,7 @@ def write_leaderboards(out_dir: Path, rows: list, assignment: Assignment) -> lis
     for r in rows:
         result, why = None, r.status
         if r.status == GRADED:
-            doc = _read_json(out_dir / r.student / "grade.json")
+            doc = read_json(out_dir / r.student / "grade.json")
             try:
                 result = result_from_dict(doc)
             except (AttributeError, KeyError, TypeError, ValueError):

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 from ...grading.options import GradeOptions, build_jobs_each, fresh_seed
 from ...outputs.leaderboard import alias
-from ...system.atomic import write_atomically
+from ...system.atomic import read_json, write_atomically
 from ...system.cpu_share import gradings_at_once
 from ...system.gpu_lock import GpuLock
 from ...system.paths import unbuilt_reason
@@ -39,7 +39,7 @@ from .gradebook import (GRADER_ERROR, NOT_YET, BatchSummary, Row, _again_text, _
                         write_gradebook, write_leaderboards)
 from .progress import _LiveProgress, _PlainProgress
 from .students import (DONE_FILE, GRADEBOOK_FILE, BatchError, Student, _already_graded, _assignment, _check_dirs,
-                       _read_json, _what_ran, find_students, regrade_reason, submission_digest)
+                       _what_ran, find_students, regrade_reason, submission_digest)
 
 # Hand-ins graded at once on each GPU. Timing takes the GPU alone and one
 # hand-in at a time; while it runs, the others build (CPU) and wait to share
@@ -186,7 +186,7 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
     seconds = round(time.monotonic() - clock, 1)
     marker = {"submission_sha256": digest, "seed": seed, "seconds": seconds,
               "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              **_what_ran(_read_json(out / "grade.json"))}
+              **_what_ran(read_json(out / "grade.json"))}
     # Last: the marker's presence means every output above is whole.
     write_atomically(out / DONE_FILE, json.dumps(marker, indent=2) + "\n")
     return collect_row(student.name, out, ctx.part_ids)

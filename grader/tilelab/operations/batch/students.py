@@ -22,6 +22,7 @@ from ...classwork.class_report_page import SIMILARITY_CSV, SIMILARITY_PAGE
 from ...errors import TilelabError
 from ...outputs.leaderboard import LEADERBOARD_FILES
 from ...spec.assignment import Assignment, AssignmentError, load_assignment
+from ...system.atomic import read_json
 from ...system.paths import ASSIGNMENT_FILE
 
 # GRADEBOOK_FILE and SLURM_LOGS are named here because _RESERVED keeps students from taking them.
@@ -96,15 +97,8 @@ def submission_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _marker(out: Path) -> Optional[dict]:
-    doc = _read_json(out / DONE_FILE)
+    doc = read_json(out / DONE_FILE)
     return doc if isinstance(doc, dict) else None
 
 
@@ -125,7 +119,7 @@ def regrade_reason(out: Path, gpus: list) -> Optional[str]:
     is none."""
     ran = (_marker(out) or {}).get("gpu_stages")
     if not isinstance(ran, bool):  # a marker from before it was recorded
-        ran = _what_ran(_read_json(out / "grade.json"))["gpu_stages"]
+        ran = _what_ran(read_json(out / "grade.json"))["gpu_stages"]
     return WITHOUT_GPU if ran is False and gpus else None
 
 
