@@ -26,7 +26,7 @@ from ..spec.reference_gpu import ReferenceGpuError, load_reference_gpu, publishe
 from ..system import setup_errors
 from ..system.paths import ANSWER_KEY_FILE
 from ..text.numbers import fmt_gflops, fmt_intensity, fmt_percent, fmt_points, fmt_points_unit
-from .handout_code import DECLARATION_PT, STARTER_DIR, CodeError, excerpt_views, fitting_pt, starter_int_constants
+from .handout_code import DECLARATION_PT, STARTER_DIR, CodeError, excerpt_views, fitting_pt, starter_constants
 from .handout_figures import data_uri, figure_view, handout_figures, png
 from .handout_questions import questions_view
 
@@ -235,7 +235,7 @@ def _ladder_view(part: Part, assignment: Assignment, gpu: dict, root: Path, ta: 
 def _tiles(root: Path, part: Part) -> str:
     """The reference's warp and thread tiles, as the starter's constants (which
     the solution shares) give them: the rungs before it use other shapes."""
-    c = starter_int_constants(root, part)
+    c = starter_constants(root, part)
     if not {"kWM", "kWN", "kTM", "kTN"} <= set(c):
         return ""
     return (f": each warp a {c['kWM']} × {c['kWN']} tile of P (kWM × kWN in {STARTER_DIR}/{part.file}), each "

@@ -9,6 +9,7 @@ markers left out. Neither edition shows code from the other's file.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,25 +121,27 @@ def part_excerpts(root: Path, part: Part, ta: bool) -> list:
     return excerpts
 
 
-_INT_CONSTANTS = re.compile(r"^constexpr\s+int\s+(.*);", re.M)
-_DECLARATOR = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*$")
+_CONSTANTS = re.compile(r"^constexpr\s+(?:int|size_t)\s+(.*);", re.M)
+_DECLARATOR = re.compile(r"^\s*(\w+)\s*=\s*(\d+(?:\s*\*\s*\d+)*)\s*$")
 
 
-def starter_int_constants(root: Path, part: Part) -> dict:
-    """{name: value} of the `constexpr int` constants of starter/<file> set to a
-    plain number (`constexpr int kWM = 64, kWN = 64;`). They lie outside the
-    solution regions, so the starter and the solution agree on them, and the
-    text about them can be read from the code rather than written again."""
+def starter_constants(root: Path, part: Part) -> dict:
+    """{name: value} of the `constexpr int` and `constexpr size_t` constants of
+    starter/<file> set to a number or a product of numbers (`constexpr int
+    kWM = 64, kWN = 64;`, `48 * 1024`). They lie outside the solution regions,
+    so the starter and the solution agree on them, the student edition needs
+    nothing from solutions/, and the text about them can be read from the
+    code rather than written again."""
     try:
         text = (Path(root) / STARTER_DIR / part.file).read_text(encoding="utf-8")
     except OSError:
         return {}
     found = {}
-    for declaration in _INT_CONSTANTS.findall(text):
+    for declaration in _CONSTANTS.findall(text):
         for declarator in declaration.split("//")[0].split(","):
             match = _DECLARATOR.match(declarator)
             if match:
-                found[match.group(1)] = int(match.group(2))
+                found[match.group(1)] = math.prod(int(f) for f in match.group(2).split("*"))
     return found
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 import base64
 import functools
 import io
-import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..outputs.roofline_plot import one_figure_at_a_time
 from ..spec.assignment import Assignment, Case, Part
+from .handout_code import starter_constants
 
 FLOAT_BYTES = 4
 # cudaDeviceProp on every GPU since compute capability 2.0: what a case that
@@ -35,8 +34,6 @@ MOST_BLOCKS_DRAWN = 4
 DPI = 200
 PHASE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2")
 
-_TILE_WIDTH = re.compile(r"^constexpr\s+int\s+TILE_WIDTH\s*=\s*(\d+)\s*;", re.M)
-_DEFAULT_LIMIT = re.compile(r"^constexpr\s+size_t\s+DEFAULT_DYNAMIC_SMEM_LIMIT\s*=\s*([\d\s*]+);", re.M)
 
 
 @dataclass(frozen=True)
@@ -150,18 +147,6 @@ def tile_shape(limit: int, k: int, case: str, device: bool = False, max_threads:
     return TileShape(limit, case, k, width, slices * width, device, max_threads)
 
 
-def _starter_constant(root: Path, part: Part, pattern: re.Pattern) -> Optional[int]:
-    """A constant of starter/<file>: it lies outside the solution regions, so
-    the starter and the solution agree on it, and the student edition needs
-    nothing from solutions/."""
-    try:
-        text = (Path(root) / "starter" / part.file).read_text(encoding="utf-8")
-    except OSError:
-        return None
-    match = pattern.search(text)
-    return math.prod(int(f) for f in match.group(1).split("*")) if match else None
-
-
 def _widths(part: Part) -> list:
     return [c.j for c in part.cases["public"]]
 
@@ -174,7 +159,7 @@ def tile_phases_spec(assignment: Assignment, root: Path) -> Optional[TilePhases]
     """The first square part with shared-memory tiles whose public sizes are
     all whole tiles, at its largest public Width of a few phases."""
     for part in assignment.parts:
-        tile = _starter_constant(root, part, _TILE_WIDTH) if part.signature == "square" else None
+        tile = starter_constants(root, part).get("TILE_WIDTH") if part.signature == "square" else None
         if not tile or part.shared_memory != "required" or any(w % tile for w in _widths(part)):
             continue
         widths = [w for w in _widths(part) if 2 <= w // tile <= MOST_PHASES_DRAWN]
@@ -189,7 +174,7 @@ def boundary_grid_spec(assignment: Assignment, root: Path) -> Optional[BoundaryG
     multiple of them, at the size whose last block is nearest half inside P
     (both kinds of thread show there), the larger on a tie."""
     for part in assignment.parts:
-        tile = _starter_constant(root, part, _TILE_WIDTH) if part.signature == "square" else None
+        tile = starter_constants(root, part).get("TILE_WIDTH") if part.signature == "square" else None
         if not tile:
             continue
         widths = [w for w in _widths(part) if w > tile and w % tile and -(-w // tile) <= MOST_BLOCKS_DRAWN]
@@ -205,7 +190,7 @@ def dynamic_tiles_spec(assignment: Assignment, root: Path, ta: bool) -> Optional
     only in the student edition, every case set in the TA edition."""
     part = next((p for p in assignment.parts if p.shared_memory == "dynamic_only"), None)
     # The starter's DEFAULT_DYNAMIC_SMEM_LIMIT, 48 KiB: what every current GPU reports as sharedMemPerBlock.
-    default = _starter_constant(root, part, _DEFAULT_LIMIT) if part else None
+    default = starter_constants(root, part).get("DEFAULT_DYNAMIC_SMEM_LIMIT") if part else None
     if part is None or default is None:
         return None
     timed = max(part.cases["timing"], key=lambda c: c.k, default=None)
