@@ -11,7 +11,8 @@ grading/diagnose.py turns into hints for the student; here they are counted.
 
 from __future__ import annotations
 
-from ..grading.model import NO_GPU, WORK_ELSEWHERE, CaseResult, PartResult
+from ..grading.diagnose import STOPPED_STATUSES, off_tile_width, only_distinct_dims_fail
+from ..grading.model import NO_GPU, WORK_ELSEWHERE, PartResult
 from ..outputs import causes as states
 
 # Every cause, in the order a report lists them: (id, words).
@@ -37,46 +38,34 @@ CAUSES = (
 )
 CAUSE_WORDS = dict(CAUSES)
 
-# Case statuses of a run that stopped (diagnose.STATUS_HINTS): the kernel crashed, hung or exited.
-_STOPPED = {"no_kernel", "launch_error", "kernel_fault", "crash", "early_exit", "timeout"}
 _BEFORE_GPU = {states.MISSING: "missing", states.NOT_WRITTEN: "not_written", states.STATIC_FAILED: "static",
                states.BUILD_FAILED: "build", states.GRADER_ERROR: "grader_error", states.NOT_BUILT: "grader_error"}
-_TILES = (32, 16)  # the tile widths students pick; a size off both is where a missing guard shows
 
 
 def lost_points(part: PartResult) -> bool:
     return part.score < part.max_score - 1e-9
 
 
-def _off(case: CaseResult, tile: int) -> bool:
-    return any(d % tile for d in (case.j, case.k, case.l))
-
-
 def _boundary(failing: list, passing: list) -> bool:
     """Only sizes off a tile fail while sizes on it pass, or elements of P
     were left unwritten or written outside it: the guards or the grid's
     rounding."""
-    if passing and any(all(_off(c, t) for c in failing) and not any(_off(c, t) for c in passing) for t in _TILES):
-        return True
-    return any(c.unwritten for c in failing) or any("outside P" in r for c in failing for r in c.reasons)
-
-
-def _stride(failing: list, passing: list) -> bool:
-    """Only cases whose j, k and l all differ fail: an index uses the wrong dimension."""
-    return all(len({c.j, c.k, c.l}) == 3 for c in failing) and any(len({c.j, c.k, c.l}) < 3 for c in passing)
+    return (off_tile_width(failing, passing) is not None or any(c.unwritten for c in failing)
+            or any("outside P" in r for c in failing for r in c.reasons))
 
 
 def _case_causes(part: PartResult) -> list:
     found = []
     failed = [c for c in part.cases if not c.passed and c.status != "not_run"]
-    if any(c.status in _STOPPED for c in failed):
+    if any(c.status in STOPPED_STATUSES for c in failed):
         found.append("crash")
     if any(c.status == "not_implemented" for c in failed):
         found.append("not_written")
     numeric = [c for c in failed if c.status == "ok"]
     if numeric:
         passing = [c for c in part.cases if c.passed]
-        shaped = [name for name, rule in (("boundary", _boundary), ("stride", _stride)) if rule(numeric, passing)]
+        rules = (("boundary", _boundary), ("stride", only_distinct_dims_fail))
+        shaped = [name for name, rule in rules if rule(numeric, passing)]
         found += shaped or ["wrong"]
     return found
 

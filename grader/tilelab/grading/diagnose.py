@@ -8,6 +8,8 @@ written...) and name the likely mistake in the terms of the lab.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .model import CaseResult
 
 STATUS_HINTS = {
@@ -25,8 +27,30 @@ STATUS_HINTS = {
 }
 
 
+# Statuses of a run that stopped: the kernel crashed, hung or exited.
+STOPPED_STATUSES = frozenset(STATUS_HINTS) - {"not_implemented"}
+TILE_WIDTHS = (32, 16)  # the tile widths students pick; a size off both is where a missing guard shows
+
+
 def _not_multiple(case: CaseResult, tile: int) -> bool:
     return any(d % tile for d in (case.j, case.k, case.l))
+
+
+def off_tile_width(failing: list, passing: list) -> Optional[int]:
+    """The tile width (TILE_WIDTHS) at which only the sizes off it fail while
+    the sizes on it pass, or None: a boundary guard or the grid's rounding."""
+    if not passing:
+        return None
+    for tile in TILE_WIDTHS:
+        if all(_not_multiple(c, tile) for c in failing) and not any(_not_multiple(c, tile) for c in passing):
+            return tile
+    return None
+
+
+def only_distinct_dims_fail(failing: list, passing: list) -> bool:
+    """Only cases whose j, k and l all differ fail: an index uses the wrong dimension."""
+    return (bool(failing) and all(len({c.j, c.k, c.l}) == 3 for c in failing)
+            and any(len({c.j, c.k, c.l}) < 3 for c in passing))
 
 
 def _boundary_hint(tile: int, tiled: bool) -> str:
@@ -55,14 +79,10 @@ def case_hints(cases: list, tiled: bool = True) -> list:
     numeric = [c for c in failing if c.status == "ok"]
     if not numeric:
         return hints
-    for tile in (32, 16):
-        if passing and all(_not_multiple(c, tile) for c in numeric) and not any(
-            _not_multiple(c, tile) for c in passing
-        ):
-            hints.append(_boundary_hint(tile, tiled))
-            break
-    distinct = [c for c in numeric if len({c.j, c.k, c.l}) == 3]
-    if distinct and len(distinct) == len(numeric) and any(len({c.j, c.k, c.l}) < 3 for c in passing):
+    tile = off_tile_width(numeric, passing)
+    if tile is not None:
+        hints.append(_boundary_hint(tile, tiled))
+    if only_distinct_dims_fail(numeric, passing):
         hints.append(
             "Only cases whose j, k and l all differ fail: check which dimension each index uses. M is j x k "
             "(row stride k), N is k x l (row stride l), P is j x l (row stride l); rows are bounded by j, "
