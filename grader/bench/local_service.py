@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from tilelab.operations.service.client import FINISHED
+from tilelab.operations.service.client import ServiceClient, ServiceUnavailable
 
 START_S = 120.0  # a gateway whose database is made from nothing, on a loaded machine
 
@@ -121,23 +121,23 @@ class LocalService:
         except ValueError:
             return status, {}
 
-    def submit(self, token: str, files: dict, mode: str = "check", student: Optional[str] = None) -> dict:
-        from tilelab.operations.service.client import zip_files
+    def client(self, token: str) -> ServiceClient:
+        """The API as `tilelab check --remote` and the platforms' forwarders use it."""
+        return ServiceClient(self.url, token, timeout=60.0)
 
-        query = f"?mode={mode}" + (f"&student={student}" if student else "")
-        status, found = self.call_json("POST", "/api/v1/submissions" + query, token, zip_files(files))
-        if status not in (200, 202):
-            raise RuntimeError(f"submission refused ({status}): {found}")
-        return found
+    def submit(self, token: str, files: dict, mode: str = "check", student: Optional[str] = None) -> dict:
+        try:
+            return self.client(token).submit(files, mode=mode, student=student)
+        except ServiceUnavailable as e:
+            raise RuntimeError(str(e)) from None
 
     def wait(self, token: str, submission: str, seconds: float = 1800) -> dict:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            status, found = self.call_json("GET", f"/api/v1/submissions/{submission}", token)
-            if found.get("state") in FINISHED:
-                return found
-            time.sleep(0.5)
-        raise RuntimeError(f"submission {submission} not finished after {seconds:.0f} s")
+        """Its final state, looked at every half second: a submit-to-result time is what the service took."""
+        try:
+            return self.client(token).wait(submission, deadline=time.monotonic() + seconds, poll_s=0.5,
+                                           max_poll_s=0.5)
+        except ServiceUnavailable as e:
+            raise RuntimeError(str(e)) from None
 
 
 def sandbox_processes_left(prefix: str = "tilelab-student") -> list:
