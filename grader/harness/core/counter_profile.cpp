@@ -84,6 +84,16 @@ CUcontext current_context() {
   return ctx;
 }
 
+// The current device's chip name, as CUPTI's metric tables know it; after cuptiProfilerInitialize.
+const char* current_chip_name() {
+  int device = 0;
+  cudaGetDevice(&device);
+  CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+  chip.deviceIndex = static_cast<size_t>(device);
+  check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
+  return chip.pChipName;
+}
+
 // A cold L2 before every pass: written over with a buffer twice its size.
 void flush_l2() {
   static void* scratch = nullptr;
@@ -136,17 +146,13 @@ class Session {
     check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
     initialized_ = true;
     ctx_ = current_context();
-    int device = 0;
-    cudaGetDevice(&device);
-    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
-    chip.deviceIndex = static_cast<size_t>(device);
-    check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
+    const char* chip = current_chip_name();
     // Without the counter availability image CUPTI schedules one metric a
     // pass (25 passes instead of 4 on the H100), which costs more than reading it.
     availability_ = availability.empty() ? query_availability(ctx_) : availability;
     CUpti_Profiler_Host_Initialize_Params host{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     host.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-    host.pChipName = chip.pChipName;
+    host.pChipName = chip;
     host.pCounterAvailabilityImage = availability_.data();
     check(cuptiProfilerHostInitialize(&host), "cuptiProfilerHostInitialize");
     host_ = host.pHostObject;
@@ -346,6 +352,18 @@ void collect(Session& session, const std::function<std::string()>& call, Counter
   out->status = kProfileMeasured;
 }
 
+// Arms the session of `p` where it has metrics to read; where CUPTI refuses,
+// drops the session and keeps why.
+void arm(Prepared& p) {
+  if (!p.session || p.session->taken().empty()) return;
+  try {
+    p.session->arm();
+  } catch (const CuptiFailure& f) {
+    p.failed = failure(f);
+    p.session.reset();
+  }
+}
+
 }  // namespace
 
 void prepare_counters(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) {
@@ -354,33 +372,17 @@ void prepare_counters(const std::vector<std::string>& metrics, const std::vector
 }
 
 CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call) {
-  std::unique_ptr<Prepared> p(prepared != nullptr && prepared->metrics == metrics ? prepared : nullptr);
-  if (!p) delete prepared;
+  std::unique_ptr<Prepared> p(prepared);
   prepared = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
-  double before = 0.0;
-  if (p && p->session) {
-    // The host's part made before the turn, on the image the grader gave: armed
-    // here, or made again from the driver's own image where arming it fails.
-    try {
-      p->session->arm();
-      before = p->seconds;
-    } catch (const CuptiFailure&) {
-      p.reset();
-    }
-  } else {
-    p.reset();
-  }
-  if (!p) {
+  // The host's part made before the turn, on the image the grader gave: armed
+  // here, or made again from the driver's own image where it failed or arming it fails.
+  if (p && (p->metrics != metrics || !p->session)) p.reset();
+  if (p) arm(*p);
+  const double before = p && p->session ? p->seconds : 0.0;
+  if (!p || !p->session) {
     p = prepare_now(metrics, {});
-    if (p->session && !p->session->taken().empty()) {
-      try {
-        p->session->arm();
-      } catch (const CuptiFailure& f) {
-        p->failed = failure(f);
-        p->session.reset();
-      }
-    }
+    arm(*p);
   }
   CounterProfile out = p->session ? CounterProfile{} : p->failed;
   out.unavailable = p->unavailable;
@@ -410,15 +412,11 @@ nlohmann::json counter_availability() {
   try {
     CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
     check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
-    int device = 0;
-    cudaGetDevice(&device);
-    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
-    chip.deviceIndex = static_cast<size_t>(device);
-    check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
+    const std::string chip = current_chip_name();
     const std::vector<uint8_t> image = query_availability(current_context());
     CUpti_Profiler_DeInitialize_Params done{CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE};
     cuptiProfilerDeInitialize(&done);
-    return {{"status", kProfileMeasured}, {"chip", chip.pChipName}, {"image", to_hex(image.data(), image.size())}};
+    return {{"status", kProfileMeasured}, {"chip", chip}, {"image", to_hex(image.data(), image.size())}};
   } catch (const CuptiFailure& f) {
     const CounterProfile failed = failure(f);
     return {{"status", failed.status}, {"message", failed.message}};
