@@ -96,7 +96,7 @@ def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Cali
 def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Optional[str]:
     """The GPU's counter availability image, asked for at most once per GPU
     and calibration while this grading holds its timing turn (counter_availability.py)."""
-    uuid = getattr(ceilings, "device_uuid", "")
+    uuid = ceilings.device_uuid
     if not uuid or basis.device_uuid != uuid or not basis.fingerprint:
         return None
     return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, g.sandbox.gpu_env)
