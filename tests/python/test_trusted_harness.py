@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 from tilelab.grading.trusted_harness import TrustedHarness
 from tilelab.system import process
+from tilelab.system.gpu_lock import GpuLock
 from tilelab.system.paths import tool_path
 
 NO_DEVICE = 5
@@ -40,8 +43,9 @@ def harnesses():
     """Makes TrustedHarness objects and closes each at the end, passed or not."""
     made = []
 
-    def make(services: int, log=None, env=None) -> TrustedHarness:
-        made.append(TrustedHarness(tool_path(build_dir(), "tilelab-harness"), services=services, log=log, env=env))
+    def make(services: int, log=None, env=None, gpu_shared=nullcontext) -> TrustedHarness:
+        made.append(TrustedHarness(tool_path(build_dir(), "tilelab-harness"), services=services, log=log, env=env,
+                                   gpu_shared=gpu_shared))
         return made[-1]
 
     yield make
@@ -111,6 +115,27 @@ def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path, harnes
         done = process.run([build / "reference" / "naive"], 60, outside=lease.outside)
         lease.ended(done)
     assert done.exit_code == expected_ok(), done.stderr
+
+
+def test_services_make_and_end_their_contexts_only_while_the_gpu_is_shared(harnesses):
+    # A context made or ended beside a timed part slows a launcher that calls the driver in its timed calls:
+    # while another grading holds the GPU alone, no service starts or ends.
+    lock = GpuLock()
+    trusted = harnesses(2, gpu_shared=lock.shared)
+    with lock.exclusive():
+        starting = threading.Thread(target=trusted.start_all)
+        starting.start()
+        starting.join(0.5)
+        assert starting.is_alive() and not trusted._all
+    starting.join(30)
+    assert not starting.is_alive() and len(trusted._all) == 2
+    services = [s.proc for s in trusted._all]
+    with lock.exclusive():
+        trusted.close()
+        time.sleep(0.5)
+        assert all(proc.poll() is None for proc in services)
+    for proc in services:
+        assert proc.wait(timeout=30) == OK
 
 
 def test_without_services_each_run_is_one_shot(tmp_path, harnesses):

@@ -235,14 +235,15 @@ int serve_jobs(const std::string& socket_path) {
     return to_int(ExitCode::kUsage);
   }
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  // The context first, then the socket: the grader holds the GPU shared until the socket is there, so no
+  // service makes its context while another grading times a part (grader/tilelab/grading/trusted_harness.py).
+  cudaFree(nullptr);
   const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0 || bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
       listen(listener, 64) != 0) {
     report("cannot listen on " + socket_path, std::strerror(errno), ExitCode::kUsage);
     return to_int(ExitCode::kUsage);
   }
-  // The context is made now, while the grader builds: the first run does not wait for it.
-  cudaFree(nullptr);
   for (;;) {
     pollfd p[2] = {{listener, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
     if (poll(p, 2, -1) < 0) {

@@ -9,7 +9,8 @@
 //
 //   tilelab-harness --serve-jobs SOCKET
 //       the service: runs the jobs that reach SOCKET one at a time, until
-//       its standard input closes.
+//       its standard input closes. It makes its CUDA context before it
+//       listens: the socket appears once the context is made.
 //   tilelab-harness --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...
 //       the relay: starts the launcher's process (its child, in the sandbox
 //       when LAUNCHER_COMMAND puts it there), waits until it serves (its

@@ -123,13 +123,14 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
     work = work_dir(opt, sandbox)
     logs = opt.out_dir / "staff" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    gpu_lock = gpu_lock or GpuLock()
     trusted = TrustedHarness(tools.harness, services=min(SERVICES, max(1, len(parts))),
-                             log=logs / "harness-service.log", env=sandbox.extra_env)
+                             log=logs / "harness-service.log", env=sandbox.extra_env, gpu_shared=gpu_lock.shared)
     if parts:
         threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
     return Grading(options=opt, assignment=assignment, submission=located.folder, parts=parts,
                    seed=opt.draw_seed(), tools=tools, sandbox=sandbox, work=work, logs=logs, trusted=trusted,
-                   gpu_lock=gpu_lock or GpuLock(), clock=clock, started=started,
+                   gpu_lock=gpu_lock, clock=clock, started=started,
                    progress=progress or (lambda message: None), while_timing=while_timing or (lambda: None),
                    notes=list(located.notes), located=located)
 

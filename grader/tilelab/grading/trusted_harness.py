@@ -15,10 +15,10 @@ import shutil
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from ..system import owned_dirs, process
 from .runner import ONE_WORK_QUEUE
@@ -31,9 +31,9 @@ from .runner import ONE_WORK_QUEUE
 # GPU had room for them (measured: docs/measurements-archive.md, "Fast
 # feedback: CUDA contexts made cheaper and earlier").
 SERVICES = 6
-# How long a new service may take to listen on its socket (it does so first
-# thing, before making its CUDA context).
-LISTEN_WAIT_S = 10.0
+# How long a new service may take to make its CUDA context and listen on its
+# socket; one that takes longer is stopped, and its runs are one-shot.
+LISTEN_WAIT_S = 30.0
 
 
 @dataclass
@@ -57,8 +57,12 @@ class TrustedHarness:
     before the run's result is read, so nothing of that run is written after."""
 
     def __init__(self, tool: Path, services: int = SERVICES, log: Optional[Path] = None,
-                 env: Optional[dict] = None):
+                 env: Optional[dict] = None,
+                 gpu_shared: Callable[[], AbstractContextManager] = nullcontext):
         self.tool = Path(tool)
+        # Held while services make and end their CUDA contexts (the grading's GpuLock.shared): a context
+        # made or ended beside a timed part slows a launcher that calls the driver in its timed calls.
+        self._gpu_shared = gpu_shared
         self._most = services
         self._log = log
         # The grading's GPU (CUDA_VISIBLE_DEVICES of a batch worker): a service keeps the run's buffers and
@@ -80,7 +84,8 @@ class TrustedHarness:
     def start_all(self) -> None:
         """Starts every service now, side by side, and returns once each
         listens: their CUDA contexts are made while the parts are checked and
-        built, and no run waits for one."""
+        built, and no run waits for one. A service listens once its context
+        is made, so the GPU is held shared until then."""
         with self._cond:
             count = 0 if self._closed else max(0, self._most - len(self._all) - self._starting)
             self._starting += count
@@ -94,10 +99,13 @@ class TrustedHarness:
                 self._cond.notify_all()
 
         starting = [threading.Thread(target=start, name="tilelab-harness-start", daemon=True) for _ in range(count)]
-        for thread in starting:
-            thread.start()
-        for thread in starting:
-            thread.join()
+        if not starting:
+            return
+        with self._gpu_shared():
+            for thread in starting:
+                thread.start()
+            for thread in starting:
+                thread.join()
 
     @contextmanager
     def prefix(self, case_file: Path) -> Iterator["_Lease"]:
@@ -117,18 +125,22 @@ class TrustedHarness:
         nothing of a service is read after its last run; measured:
         docs/measurements-archive.md, "Fast feedback, continued: fewer waits
         on the critical path"): a thread reaps them, and kills one still
-        there after 5 s."""
+        there after 5 s. The GPU is held shared while their contexts end."""
         with self._cond:
             self._closed = True
             services, self._all, self._idle = self._all, [], []
             self._cond.notify_all()
-        for s in services:
-            _close_input(s)
         if services:
-            threading.Thread(target=lambda: [_stop(s, gently=True) for s in services], name="tilelab-harness-reaper",
-                             daemon=True).start()
+            threading.Thread(target=self._end, args=(services,), name="tilelab-harness-reaper", daemon=True).start()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _end(self, services: list) -> None:
+        with self._gpu_shared():
+            for s in services:
+                _close_input(s)
+            for s in services:
+                _stop(s, gently=True)
 
     def _start(self) -> Optional[_Service]:
         with self._cond:
