@@ -494,6 +494,42 @@ def test_a_grading_goes_on_without_speed_when_the_ceilings_cannot_be_measured(tm
     assert len(notes) == 1 and "ceilings could not be measured" in notes[0] and "FMA kernel failed" in notes[0]
 
 
+def test_the_gpu_probe_waits_while_another_grading_holds_the_gpu_alone(tmp_path, cache):
+    # Starting CUDA beside a timed part slows a launcher that calls the driver in its timed calls. The
+    # build meanwhile takes the capability the last probe of the same GPU found, when there was one.
+    import threading
+    import time
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from tilelab.grading.stages.device import GpuSide
+    from tilelab.system.gpu_lock import GpuLock
+    from tilelab.system.sandbox import Sandbox
+
+    tool = stand_in_tool(tmp_path, f"print(json.dumps({H100_REPORT['device']!r}))\n")
+    lock = GpuLock()
+
+    def grading(gpu: str) -> SimpleNamespace:
+        return SimpleNamespace(tools=SimpleNamespace(probe=tool),
+                               sandbox=Sandbox(extra_env={"CUDA_VISIBLE_DEVICES": gpu}), gpu_lock=lock, notes=[], timed=lambda phase: nullcontext(),
+                               held=lambda held, waiting: held)
+
+    with lock.exclusive():
+        first = GpuSide(grading("7"))
+        time.sleep(0.5)
+        assert not first._device.done()
+    assert first.device()["uuid"] == H100_UUID and first.capability() == "9.0"
+    with lock.exclusive():
+        again, other = GpuSide(grading("7")), GpuSide(grading("8"))
+        assert again.capability() == "9.0"  # known from the first, while this probe waits
+        asked = threading.Thread(target=other.capability)
+        asked.start()
+        asked.join(0.5)
+        assert asked.is_alive()  # another GPU: nothing known, so the build waits for its probe
+    asked.join(30)
+    assert again.device()["uuid"] == H100_UUID and other.capability() == "9.0"
+
+
 # --- the contract between the tool and this module --------------------------------
 
 def test_the_tool_prints_every_key_the_parser_reads(root):

@@ -13,11 +13,12 @@ turn is a lock of its own, taken before both: while one grading prepares,
 waits and times, no other grading's timing run is alive, and nothing else
 takes the GPU exclusively (exclusive() takes the turn first).
 
-What makes or ends a CUDA context on the GPU shares it too: the trusted
-harness's services (grading/trusted_harness.py). Contexts made and ended
-beside a timed part leave a plain kernel's time as it is but slow a
-launcher that calls the driver in its timed calls (one that maps memory in
-each call; measured: docs/measurements.md, "Contexts beside a timed part").
+What starts CUDA on the GPU, or makes or ends a context there, shares it
+too: the GPU probe (grading/stages/device.py) and the trusted harness's
+services (grading/trusted_harness.py). Such work beside a timed part
+leaves a plain kernel's time as it is but slows a launcher that calls the
+driver in its timed calls (one that maps memory in each call; measured:
+docs/measurements.md, "Contexts beside a timed part").
 
 A lock named after its GPU holds across processes too: every `tilelab
 worker` and `tilelab batch` on a host that grades on that GPU takes it, so

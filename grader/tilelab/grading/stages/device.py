@@ -14,6 +14,9 @@ from ..context import Grading
 from ..model import NO_DEVICE_NOTE, NO_TARGETS_NOTE
 
 PROBE_WAIT_FOR_BUILD_S = 5.0  # the build waits this long for the GPU probe, then builds for every GPU
+# The compute capability that the last probe in this process found, by the sandbox's GPU: the build takes
+# it while this grading's probe waits for the GPU to be shared (a GPU's capability does not change).
+_probed_capability: dict = {}
 
 
 class GpuSide:
@@ -21,6 +24,7 @@ class GpuSide:
 
     def __init__(self, g: Grading) -> None:
         self._g = g
+        self._gpu_key = tuple(sorted(g.sandbox.extra_env.items()))
         self._device: Future = Future()
         self._targets: Future = Future()
         threading.Thread(target=self._find, name="tilelab-gpu-side", daemon=True).start()
@@ -28,10 +32,11 @@ class GpuSide:
     def capability(self) -> Optional[str]:
         """The probed GPU's compute capability, for the build; None (build for
         every GPU the tree builds for) without a GPU, or if the probe is slow."""
+        known = _probed_capability.get(self._gpu_key)
         try:
-            gpu = self._device.result(timeout=PROBE_WAIT_FOR_BUILD_S)
+            gpu = self._device.result(timeout=0 if known else PROBE_WAIT_FOR_BUILD_S)
         except Exception:  # noqa: BLE001 - a probe that failed or is slow: device() raises it where it is waited for
-            return None
+            return known
         return gpu.get("compute_capability") if isinstance(gpu, dict) else None
 
     def device(self) -> Optional[dict]:
@@ -44,7 +49,10 @@ class GpuSide:
 
     def _find(self) -> None:
         try:
-            self._device.set_result(self._probe())
+            gpu = self._probe()
+            if isinstance(gpu, dict) and isinstance(gpu.get("compute_capability"), str):
+                _probed_capability[self._gpu_key] = gpu["compute_capability"]
+            self._device.set_result(gpu)
         except BaseException as e:  # noqa: BLE001 - raised again in the thread that waits for it
             self._device.set_exception(e)
             self._targets.set_exception(e)
@@ -55,7 +63,9 @@ class GpuSide:
             self._targets.set_exception(e)
 
     def _probe(self) -> Optional[dict]:
-        with self._g.timed("gpu probe"):
+        # Even without a context, starting CUDA beside a timed part slows a launcher that calls the driver in
+        # its timed calls (system/gpu_lock.py): the probe shares the GPU.
+        with self._g.held(self._g.gpu_lock.shared(), "waiting to share the GPU"), self._g.timed("gpu probe"):
             return probe_device(self._g)
 
     def _ceilings_and_basis(self) -> tuple:
