@@ -245,12 +245,16 @@ def test_the_breakdown_names_each_runs_seconds_the_profile_and_the_commands_own(
     part.stages["racecheck"].summary = "no shared memory used: nothing to race on"
     part.traffic.seconds, part.traffic.setup_seconds = 0.62, 0.21
     result.spans = {"gpu probe": [0.0, 0.16], "build": [0.01, 1.5], "correctness": [1.6, 2.05],
-                    "sanitizers": [1.6, 2.6], "speed": [2.7, 4.05]}
+                    "sanitizers": [1.6, 2.6], "speed": [2.7, 4.05], "waiting to share the GPU": [0.0, 2.7]}
+    # Two short waits, at the probe and before the speed stage: their sum is shown, not the span between them.
+    result.timings = {"waiting to share the GPU": 0.12}
     lines = breakdown_lines(result, {"startup": 0.3, "key": 0.04, "grading": 4.1, "grade_json": 0.01,
                                      "total": 4.45})
     text = "\n".join(lines)
     phases = [line.split()[0] for line in lines[2:-1] if not line.startswith(" " * 20)]
-    assert phases == ["gpu", "build", "correctness", "sanitizers", "speed"]
+    assert phases == ["gpu", "waiting", "build", "correctness", "sanitizers", "speed"]
+    assert any(line.split()[:5] == ["waiting", "to", "share", "the", "GPU"] and line.split()[-1] == "0.12"
+               for line in lines)
     assert "naive 1.46 s (nvcc compile, then link)" in text
     assert "naive memcheck 0.93 s" in text and "naive racecheck: no run (no shared memory" in text
     assert "naive 1.31 s: timed calls 0.69 s, counter profile 0.62 s (CUPTI's set-up 0.21 s of it)" in text

@@ -81,11 +81,13 @@ def breakdown_lines(result: GradeResult, command: Optional[dict] = None) -> list
              f"  {'phase':<28}{'from':>6} -> {'to':<6}{'s':>7}  what"]
     rows = sorted(((phase, span[0], span[1]) for phase, span in result.spans.items()), key=lambda r: (r[1], r[2]))
     for phase, start, end in rows:
-        if end - start < _MIN_SHOWN and phase not in _DETAILS:
+        # A wait's seconds are its waits summed (PhaseClock.waited), not the span from its first to its last.
+        seconds = result.timings.get(phase, end - start)
+        if seconds < _MIN_SHOWN and phase not in _DETAILS:
             continue
         details = _DETAILS.get(phase, lambda r: [])(result)
         first = details[0] if details else ""
-        lines.append(f"  {phase:<28}{start:>6.2f} -> {end:<6.2f}{end - start:>7.2f}  {first}".rstrip())
+        lines.append(f"  {phase:<28}{start:>6.2f} -> {end:<6.2f}{seconds:>7.2f}  {first}".rstrip())
         lines += [f"  {'':<54}{more}" for more in details[1:]]
     if command:
         figures = [f"{words} {_s(command[name])}" for name, words in COMMAND_FIGURES if command.get(name) is not None]
