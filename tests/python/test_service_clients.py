@@ -20,6 +20,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -279,6 +280,35 @@ def test_check_remote_prints_the_table_and_writes_the_report(service, worker, tm
                         TILELAB_SERVICE_TOKEN=service["tokens"]["bob"])
     shown = " ".join(only.stdout.split())
     assert only.returncode == 1 and "naive ok" in shown and "tiled" not in shown, only.stdout + only.stderr
+
+
+def test_a_running_submission_is_asked_after_often_and_a_queued_one_less_and_less(service, worker, monkeypatch):
+    # A check's result is seen soon after it is recorded: while it runs the client asks every RUNNING_POLL_S,
+    # whatever it waited before; while it is queued, each pause is longer than the last, up to max_poll_s.
+    from tilelab.operations.service import client as client_module
+
+    asked, pauses = [], []
+
+    class Watched(ServiceClient):
+        def status(self, submission_id, deadline=None):
+            found = super().status(submission_id, deadline)
+            asked.append(found["state"])
+            return found
+
+    def pause(seconds):
+        pauses.append((asked[-1] if asked else None, seconds))
+        time.sleep(seconds)
+
+    # The client module's clock, not the process's: the service's processes and threads keep theirs.
+    monkeypatch.setattr(client_module, "time", SimpleNamespace(monotonic=time.monotonic, sleep=pause))
+    client = Watched(url_of(service), service["tokens"]["course"])
+    sent = client.submit({"naive.cu": (NAIVE + "\n// asked after\n").encode()}, mode="check", student="asked")
+    done = client.wait(sent["id"], poll_s=0.5, max_poll_s=2.0)
+    assert done["state"] == "done" and asked[-1] == "done"
+    running = [s for state, s in pauses if state == "running"]
+    assert running and all(s == client_module.RUNNING_POLL_S for s in running), pauses
+    queued = [s for state, s in pauses if state == "queued"]
+    assert queued == sorted(queued) and all(s <= 2.0 for s in queued), pauses
 
 
 def test_the_gradescope_forwarder_writes_the_services_results(service, worker, autograder):

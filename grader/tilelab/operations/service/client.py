@@ -28,6 +28,10 @@ from ...errors import TilelabError
 
 API = "/api/v1"
 FINISHED = ("done", "failed", "cancelled", "replaced")
+# How often a running submission is asked after: its result is seen within this of being recorded. Only the
+# submissions being graded are asked this often, as many as the workers' slots; a queued one is asked less and
+# less often (wait's poll_s, growing to max_poll_s).
+RUNNING_POLL_S = 0.2
 RETRIED = (502, 503, 504)  # a proxy or the gateway restarting: the next try may get through
 # What went wrong, for callers that answer each differently (the forwarders' words, check's fix).
 KINDS = ("unreachable", "timeout", "server_error", "refused", "deadline", "bad_answer")
@@ -105,7 +109,8 @@ class ServiceClient:
              deadline: Optional[float] = None, poll_s: float = 1.0, max_poll_s: float = 5.0) -> dict:
         """Polls until the submission is finished (FINISHED) and returns its
         state; `on_update` hears each state whose state, position or stage
-        changed. Past the deadline: ServiceUnavailable (kind "deadline")."""
+        changed. A running submission is asked after every RUNNING_POLL_S.
+        Past the deadline: ServiceUnavailable (kind "deadline")."""
         last, wait_s = None, poll_s
         while True:
             found = self.status(submission_id, deadline)
@@ -119,11 +124,13 @@ class ServiceClient:
                     on_update(found)
             if found.get("state") in FINISHED:
                 return found
-            if deadline is not None and time.monotonic() + wait_s > deadline:
+            pause = min(RUNNING_POLL_S, wait_s) if found.get("state") == "running" else wait_s
+            if deadline is not None and time.monotonic() + pause > deadline:
                 raise ServiceUnavailable(f"the grading service at {self.url} did not finish submission "
                                          f"{submission_id} in time (still {_state_words(found)})", "deadline")
-            time.sleep(wait_s)
-            wait_s = min(max_poll_s, wait_s * 1.5)  # a long queue needs no second-by-second polling
+            time.sleep(pause)
+            if found.get("state") != "running":
+                wait_s = min(max_poll_s, wait_s * 1.5)  # a long queue needs no second-by-second polling
 
     # ------------------------------------------------------------ one request
 
