@@ -264,7 +264,9 @@ TEST(Timing, TiledCuptiDurationAgreesWithEvents) {
 // process: the outputs are right, the records come back, and the trusted
 // clock costs little over the events of the in-process harness on the same
 // calls. Figures are printed for docs/measurements.md; the bound is loose
-// (1.02): the 1 % is judged from gpu-suite's graded GFLOP/s.
+// (2 %, or 0.1 ms: the relay costs a fixed time per call, which the
+// challenge's short call feels most): the 1 % is judged from
+// gpu-suite's graded GFLOP/s.
 TEST(TrustedHarness, TimesTheReferencesWithTheirLaunchersInAChild) {
   TILELAB_REQUIRE_GPU();
   for (const std::string part : {"tiled", "challenge"}) {
@@ -299,7 +301,7 @@ TEST(TrustedHarness, TimesTheReferencesWithTheirLaunchersInAChild) {
               << a.at("median_wall_ms").get<double>() << " ms (trusted wall / in-process events " << wall / in_process
               << ")\n";
     EXPECT_GE(wall, cupti);
-    EXPECT_LE(wall / in_process, 1.02);
+    EXPECT_LE(wall - in_process, std::max(0.02 * in_process, 0.1));
   }
 }
 
