@@ -132,7 +132,8 @@ class LocalService:
             raise RuntimeError(str(e)) from None
 
     def wait(self, token: str, submission: str, seconds: float = 1800) -> dict:
-        """Its final state, looked at every half second: a submit-to-result time is what the service took."""
+        """Its final state, looked at every half second while it is queued and every
+        RUNNING_POLL_S while it runs: a submit-to-result time is what the service took."""
         try:
             return self.client(token).wait(submission, deadline=time.monotonic() + seconds, poll_s=0.5,
                                            max_poll_s=0.5)

@@ -397,11 +397,15 @@ def error_results(traceback_text: str) -> dict:
     }
 
 
+# The first test of error_results's document: what tells it from a grading's.
+_ERROR_TEST = error_results("")["tests"][0]["name"]
+
+
 def is_error_results(doc) -> bool:
     """Whether a results.json is error_results's: the grader failed, the student is not to blame."""
     tests = doc.get("tests") if isinstance(doc, dict) else None
     return (isinstance(tests, list) and bool(tests) and isinstance(tests[0], dict)
-            and tests[0].get("name") == error_results("")["tests"][0]["name"])
+            and tests[0].get("name") == _ERROR_TEST)
 
 
 _NUMBER = (int, float)
