@@ -3,8 +3,9 @@
 In a fresh student bundle (`tilelab dist student`, unpacked and set up with
 its own scripts/bootstrap, offline from this Python's packages), it times
 what a student types: `tilelab check naive` just after an edit, the same
-with nothing changed, `--fast` after an edit, and an uncoalesced naive
-kernel (tests/submissions/naive-uncoalesced); each a few times, the median
+with nothing changed, `--fast` after an edit, an uncoalesced naive
+kernel (tests/submissions/naive-uncoalesced), and under `tilelab check
+naive --watch` a save to its result on screen; each a few times, the median
 kept. Beside them, nvcc alone compiling the part with the build's own
 command: the floor of any check that compiles. Each figure is printed
 against the goal of the student's loop; `--out` writes them as JSON for
@@ -19,12 +20,15 @@ import argparse
 import datetime
 import json
 import os
+import queue
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +44,10 @@ FIGURES = {
     "unchanged": ("the same, nothing changed since", 1.0, 2.93),
     "fast": ("`tilelab check naive --fast` after an edit", 1.5, 2.80),
     "uncoalesced": ("an uncoalesced naive kernel, after an edit", 3.5, 6.38),
+    "watch": ("under `tilelab check naive --watch`, a save to its result on screen", 2.5, None),
 }
+WATCH_SHOWN = "waiting for a save"  # the line the watch prints once a check's table is on screen (check_watch.py)
+WATCH_LIMIT_S = 120  # a watched check not on screen by then is a failure of the bench
 NVCC = "nvcc alone: compiling naive.cu with the build's own command (the floor)"
 
 
@@ -197,6 +204,56 @@ def nvcc_seconds(place: Place, runs: int) -> Optional[float]:
     return round(statistics.median(seconds), 3)
 
 
+def _until_shown(lines: queue.Queue, argv: list, seen: list) -> str:
+    """The watch's output read up to its next table on screen (WATCH_SHOWN); that line."""
+    deadline = time.monotonic() + WATCH_LIMIT_S
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
+            tail = "".join(seen[-8:]).strip()
+            raise BenchCheckError(f"{' '.join(argv)} showed no result within {WATCH_LIMIT_S} s or ended:\n{tail}")
+        seen.append(line)
+        if WATCH_SHOWN in line:
+            return line.strip()
+
+
+def watched_saves(place: Place, env: dict, source: Path, runs: int) -> tuple:
+    """Under `tilelab check naive --watch`, the seconds from each save of new
+    bytes to the watch's table of it on screen, and the watch's last status
+    line. The watch prints to a pipe here, one table after another."""
+    argv = place.check("--watch")
+    watch = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, cwd=place.root, env=dict(env, PYTHONUNBUFFERED="1"))
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in watch.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list = []
+    try:
+        status = _until_shown(lines, argv, seen)  # the first check, of the file as the last figure left it
+        seconds = []
+        for _ in range(runs):
+            _edit(place, source)
+            clock = time.monotonic()
+            status = _until_shown(lines, argv, seen)
+            seconds.append(round(time.monotonic() - clock, 3))
+        return seconds, status
+    finally:
+        watch.send_signal(signal.SIGINT)  # what a student's Ctrl-C sends
+        try:
+            watch.wait(10)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+            watch.wait()
+
+
 def run_bench_check(place: Place, runs: int, log: Callable[[str], None]) -> BenchCheck:
     env = dict(_student_env() if place.kind == "bundle" else os.environ, COLUMNS="160")
     solution = ROOT / "solutions" / "naive.cu"
@@ -223,6 +280,12 @@ def run_bench_check(place: Place, runs: int, log: Callable[[str], None]) -> Benc
         found.figures[name] = {"what": what, "median": round(statistics.median(seconds), 3), "runs": seconds,
                                "goal": goal, "before": before}
         found.breakdowns[name] = _breakdown(stdout)
+    what, goal, before = FIGURES["watch"]
+    log(f"bench-check: {what} ({runs} times)")
+    seconds, status = watched_saves(place, env, solution, runs)
+    found.figures["watch"] = {"what": what, "median": round(statistics.median(seconds), 3), "runs": seconds,
+                              "goal": goal, "before": before}
+    found.breakdowns["watch"] = [status]
     log("bench-check: nvcc alone")
     _edit(place, solution)
     found.nvcc_seconds = nvcc_seconds(place, runs)
@@ -237,13 +300,15 @@ def format_bench_check(found: BenchCheck) -> str:
     if not found.gpu:
         lines.append("no CUDA device: the checks ran their static checks and build only, so the GPU figures were "
                      "not measured; the goals are for a GPU and are not compared")
-    lines.append(f"{'figure':<52}{'s':>7}{'goal':>7}{'before':>8}")
+    wide = max(len(what) for what, _, _ in FIGURES.values()) + 1
+    lines.append(f"{'figure':<{wide}}{'s':>7}{'goal':>7}{'before':>8}")
     for name, (what, goal, before) in FIGURES.items():
         f = found.figures.get(name)
         if f is None:
             continue
         verdict = ("met" if f["median"] <= goal else "NOT met") if found.gpu else "no GPU"
-        lines.append(f"{what:<52}{f['median']:>7.2f}{goal:>7.1f}{before:>8.2f}  {verdict}")
+        was = f"{before:>8.2f}" if before is not None else f"{'':>8}"
+        lines.append(f"{what:<{wide}}{f['median']:>7.2f}{goal:>7.1f}{was}  {verdict}")
     lines.append(f"{NVCC}: " + (f"{found.nvcc_seconds:.2f} s" if found.nvcc_seconds is not None else "not measured"))
     for name, breakdown in found.breakdowns.items():
         if breakdown:

@@ -207,8 +207,9 @@ def render_bench_check(found: dict, machine: str = "", date: str = "") -> str:
              "| the student's check | now | goal | before |", "| --- | ---: | ---: | ---: |"]
     for figure in (found.get("figures") or {}).values():
         met = "" if not gpu else (" (met)" if figure["median"] <= figure["goal"] else " (not met)")
+        before = figure.get("before")
         lines.append(f"| {figure.get('what', '')} | {figure['median']:.2f} s{met} | {figure['goal']:g} s | "
-                     f"{figure['before']:.2f} s |")
+                     f"{f'{before:.2f} s' if before is not None else ''} |")
     nvcc = found.get("nvcc_seconds")
     lines.append(f"| nvcc alone, compiling naive.cu (the floor of a check that compiles) | "
                  f"{f'{nvcc:.2f} s' if nvcc is not None else 'not measured'} | | |")

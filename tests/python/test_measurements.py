@@ -190,6 +190,8 @@ BENCH_CHECK = {  # laid out as scripts/bench-check --out writes it (bench/check_
                       "goal": 1.0, "before": 2.93},
         "uncoalesced": {"what": "an uncoalesced naive kernel, after an edit", "median": 3.9, "runs": [3.9],
                         "goal": 3.5, "before": 6.38},
+        "watch": {"what": "under `tilelab check naive --watch`, a save to its result on screen", "median": 2.2,
+                  "runs": [2.2], "goal": 2.5, "before": None},
     },
     "nvcc_seconds": 1.12,
     "breakdowns": {"edited": ["where the time went (seconds from the grading's start; phases overlap):",
@@ -203,6 +205,8 @@ def test_the_bench_check_block_shows_each_figure_against_its_goal(tmp_path, caps
     assert block.startswith("Machine: NVIDIA H100 80GB HBM3. Date: 2026-11-28.")
     assert "| `tilelab check naive` after an edit | 2.31 s (met) | 2.5 s | 4.39 s |" in block
     assert "| an uncoalesced naive kernel, after an edit | 3.90 s (not met) | 3.5 s | 6.38 s |" in block
+    # A figure with nothing before it (the watch came later) leaves that cell empty.
+    assert "| under `tilelab check naive --watch`, a save to its result on screen | 2.20 s (met) | 2.5 s |  |" in block
     assert "| nvcc alone, compiling naive.cu (the floor of a check that compiles) | 1.12 s | | |" in block
     # The breakdown of a check that compiled, as --verbose printed it; not the unchanged one's.
     assert "Where `tilelab check naive` after an edit spent its time (its last run, `-v`):" in block
