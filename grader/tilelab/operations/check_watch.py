@@ -36,8 +36,8 @@ from ..spec.assignment import load_assignment
 from ..system.paths import ASSIGNMENT_FILE
 from .check_run import CheckOutcome, run_check, show
 
-POLL_S = 0.3
-SETTLE_S = 0.2
+POLL_S = 0.1
+SETTLE_S = 0.1
 NO_GPU_ONCE = ("No CUDA device here: on each save the static checks and the build run, and the table says what they "
                "found; the cases, compute-sanitizer and the timing need a GPU. ")
 STOPPED = "stopped watching"
