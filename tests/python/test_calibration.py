@@ -19,6 +19,7 @@ uncoalesced naive kernel gets none.
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,28 @@ def test_without_references_check_estimates_from_the_grading_gpus_published_shar
     moved = {**published, "reference": {**published["reference"],
                                         "tiled": [{"size": (2048, 2048, 2048), "gflops": 9000.0}]}}
     assert calibration.estimate(assignment, a6000, {}, moved).speed_of("tiled", 4096, 4096, 4096) is None
+
+
+def test_an_estimate_is_fingerprinted_by_the_gpu_and_the_harness_so_its_counter_image_can_be_kept(tmp_path,
+                                                                                                   assignment):
+    """A student's machine has no references, yet its timing runs may take
+    the kept counter availability image (speed.py), which is kept per fingerprint."""
+    build = _fake_build(tmp_path, assignment)
+    shutil.rmtree(build / calibration.REFERENCE_DIR)
+    published = load_reference_gpu(ROOT)
+    ceilings = _ceilings(H100_LADDER)
+    first = calibration.estimate(assignment, ceilings, H100_DEVICE, published, build)
+    assert first.rule == ESTIMATED_RULE and len(first.fingerprint) == 64
+    assert calibration.estimate(assignment, ceilings, H100_DEVICE, published, build).fingerprint == first.fingerprint
+    assert first.fingerprint != calibration.fingerprint(_fake_build(tmp_path / "full", assignment), assignment,
+                                                        H100_DEVICE)
+    newer_driver = calibration.estimate(assignment, ceilings, {**H100_DEVICE, "driver_version": 13010}, published,
+                                        build)
+    assert newer_driver.fingerprint != first.fingerprint
+    (build / "bin" / "tilelab-harness").write_bytes(b"trusted harness v2")
+    assert calibration.estimate(assignment, ceilings, H100_DEVICE, published, build).fingerprint != first.fingerprint
+    # Without a build, no fingerprint: no image is taken.
+    assert calibration.estimate(assignment, ceilings, H100_DEVICE, published).fingerprint == ""
 
 
 def test_the_ladder_names_each_reference_its_share_of_the_roofs_and_its_targets(assignment):

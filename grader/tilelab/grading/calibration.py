@@ -198,19 +198,37 @@ def has_references(build_dir: Path, assignment: Assignment) -> bool:
 
 def fingerprint(build_dir: Path, assignment: Assignment, device: dict) -> str:
     """A digest of everything a calibration depends on; unchanged while it holds."""
-    digest = hashlib.sha256()
     settings = {
         "version": CALIBRATION_VERSION,
         "timing": assignment.timing,
         "runs": assignment.speed.runs,
         "parts": [[p.id, p.signature, [c.to_json() for c in p.cases["timing"]]] for p in assignment.parts],
-        "device": [device.get(k) for k in ("name", "compute_capability", "driver_version", "runtime_version")],
+        "device": _device_facts(device),
     }
-    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return _digest(settings, _harness(build_dir) + [(f"the reference of {n}", reference_binary(build_dir, n))
+                                                   for n in _timed_names(assignment)])
+
+
+def estimate_fingerprint(build_dir: Path, device: dict) -> str:
+    """What an estimate's counter availability image is kept for (speed.py):
+    the GPU, its driver and the trusted harness, as in `fingerprint`; a
+    student's machine has no references to digest."""
+    return _digest({"version": CALIBRATION_VERSION, "device": _device_facts(device)}, _harness(build_dir))
+
+
+def _device_facts(device: dict) -> list:
+    return [device.get(k) for k in ("name", "compute_capability", "driver_version", "runtime_version")]
+
+
+def _harness(build_dir: Path) -> list:
     # The trusted harness times them all: a new build of it counts too.
-    timed = [("the trusted harness", tool_path(build_dir, "tilelab-harness"))]
-    timed += [(f"the reference of {n}", reference_binary(build_dir, n)) for n in _timed_names(assignment)]
-    for what, binary in timed:
+    return [("the trusted harness", tool_path(build_dir, "tilelab-harness"))]
+
+
+def _digest(settings: dict, binaries: list) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    for what, binary in binaries:
         try:
             with open(binary, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
@@ -385,11 +403,13 @@ def recalibrate(build_dir: Path, assignment: Assignment, device: dict, verify_to
     return calibration, drops(calibration, previous)
 
 
-def estimate(assignment: Assignment, ceilings, device: dict, published: dict) -> Calibration:
+def estimate(assignment: Assignment, ceilings, device: dict, published: dict, build_dir: Optional[Path] = None) \
+        -> Calibration:
     """Targets for a machine without references: each reference's share of
     the FP32 roof on the grading GPU (`published`, spec.reference_gpu),
     applied to this GPU's measured FP32 roof. Only as good as that share
-    carries over from one GPU to another, which is why grading never uses it."""
+    carries over from one GPU to another, which is why grading never uses it.
+    With `build_dir`, its fingerprint is estimate_fingerprint's."""
     speeds = []
     for name in _timed_names(assignment):
         sizes = {(c.j, c.k, c.l) for p in assignment.parts if name in (p.id, CUBLAS) for c in p.cases["timing"]}
@@ -400,7 +420,8 @@ def estimate(assignment: Assignment, ceilings, device: dict, published: dict) ->
             share = figure / published["fp32_fma_gflops"]
             speeds.append(ReferenceSpeed(name, *size, (round(share * ceilings.fp32_gflops, 1),)))
     source = f"{published['device']}, measured {published['measured']} ({REFERENCE_GPU_PATH})"
-    return Calibration(ESTIMATED_RULE, str(device.get("uuid", "")), str(device.get("name", "")), "", "", 0.0,
+    digest = estimate_fingerprint(build_dir, device) if build_dir is not None else ""
+    return Calibration(ESTIMATED_RULE, str(device.get("uuid", "")), str(device.get("name", "")), digest, "", 0.0,
                        tuple(speeds), source)
 
 

@@ -126,7 +126,7 @@ def speed_basis(g: Grading, gpu: dict, ceilings) -> Optional[calibration.Calibra
         return basis
     if opt.mode == "check":
         try:
-            return calibration.estimate(assignment, ceilings, gpu, load_reference_gpu(opt.root))
+            return calibration.estimate(assignment, ceilings, gpu, load_reference_gpu(opt.root), opt.build_dir)
         except ReferenceGpuError as e:
             g.notes.append(f"Speed is not scored here: there are no reference solutions to time and no figures "
                            f"from the grading GPU to estimate from ({e}).")
