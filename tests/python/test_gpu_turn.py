@@ -1,11 +1,15 @@
-"""The grader's side of a timing run's GPU turn (grading/gpu_turn.py) and
-the time limit that does not run while a run waits at it (process.run)."""
+"""The grader's side of a timing run's GPU turn (grading/gpu_turn.py), the
+time limit that does not run while a run waits at it (process.run), and
+which gradings begin their timing runs beside their cases (context.times_early)."""
 
 import socket
 import sys
 import time
 
+from tilelab.grading.context import times_early
 from tilelab.grading.gpu_turn import GpuTurnGate
+from tilelab.grading.options import GradeOptions
+from tilelab.spec.assignment import load_assignment
 from tilelab.system import process
 
 
@@ -70,3 +74,35 @@ def test_the_time_limit_does_not_run_while_a_run_waits_on_the_grader():
     assert not waited.timed_out and waited.exit_code == 0
     never_given = process.run([sys.executable, "-c", "import time; time.sleep(30)"], 0.5, paused=lambda: 0.0)
     assert never_given.timed_out and never_given.seconds < 5
+
+
+def test_a_gate_closed_before_its_run_was_let_through_is_called_off():
+    """speed.TimingTurn calls off the run of a part whose cases failed while
+    its timing run waited; that run's stage is then left to the turn."""
+    waiting = GpuTurnGate()
+    client = _harness_at(waiting, b"ready\n")
+    assert waiting.wait_ready(5) and not waiting.called_off
+    waiting.close()
+    assert waiting.called_off and client.recv(16) == b""
+    never_came = GpuTurnGate()
+    never_came.close()
+    assert never_came.called_off
+    let_through = GpuTurnGate()
+    client = _harness_at(let_through, b"ready\n")
+    assert let_through.wait_ready(5)
+    let_through.give()
+    assert client.recv(16) == b"go\n"
+    let_through.close()
+    assert not let_through.called_off
+    let_through.close()  # closed twice: still not called off
+    assert not let_through.called_off
+
+
+def test_only_a_check_of_a_few_parts_begins_its_timing_beside_its_cases(root):
+    parts = load_assignment(root / "assignment.yaml").parts
+    check = GradeOptions.for_tree(root, root / "build", root / "out", mode="check")
+    assert times_early(check, parts[:1]) and times_early(check, parts[:3])
+    assert not times_early(check, parts)  # each waiting run holds a service: twelve contexts are too many
+    assert not times_early(check.replace(timing=False), parts[:1])  # --fast times nothing
+    assert not times_early(check.replace(mode="grade"), parts[:1])  # a grading leaves the turn to others meanwhile
+    assert not times_early(check, [])

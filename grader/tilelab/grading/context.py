@@ -28,6 +28,15 @@ from .options import GradeOptions
 from .trusted_harness import SERVICES, TrustedHarness
 
 
+def times_early(opt: GradeOptions, parts: list) -> bool:
+    """Whether the parts' timing runs begin beside their cases (speed.timing_begun):
+    in a check of at most half as many parts as a grading's trusted-harness
+    services, the student's loop, where each waiting timing run holds a
+    service of its own. A grading keeps the GPU's turn free for the
+    gradings beside it until its cases are over."""
+    return opt.mode == "check" and opt.timing and 0 < 2 * len(parts) <= SERVICES
+
+
 @dataclass(frozen=True)
 class Tools:
     """The built tree's programs a grading runs."""
@@ -124,7 +133,9 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
     logs = opt.out_dir / "staff" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     gpu_lock = gpu_lock or GpuLock()
-    trusted = TrustedHarness(tools.harness, services=min(SERVICES, max(1, len(parts))),
+    # A timing run that waits at its gate holds a service: one begun beside the cases needs one more per part.
+    services = min(SERVICES, max(1, len(parts)) * (2 if times_early(opt, parts) else 1))
+    trusted = TrustedHarness(tools.harness, services=services,
                              log=logs / "harness-service.log", env=sandbox.extra_env, gpu_shared=gpu_lock.shared)
     if parts:
         threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()

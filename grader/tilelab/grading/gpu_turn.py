@@ -44,6 +44,7 @@ class GpuTurnGate:
         self._ready_at: Optional[float] = None
         self._given_at: Optional[float] = None
         self._closed = False
+        self._called_off = False
         self._listener = threading.Thread(target=self._listen, name="tilelab-gpu-turn", daemon=True)
         self._listener.start()
 
@@ -72,8 +73,16 @@ class GpuTurnGate:
                 return 0.0
             return (self._given_at or time.monotonic()) - self._ready_at
 
+    @property
+    def called_off(self) -> bool:
+        """Whether the gate was closed before its run was let through: the run ends there."""
+        with self._cond:
+            return self._called_off
+
     def close(self) -> None:
         with self._cond:
+            if not self._closed:
+                self._called_off = self._given_at is None
             self._closed = True
             if self._ready_at is not None and self._given_at is None:
                 self._given_at = time.monotonic()  # no longer waiting: its time limit runs again

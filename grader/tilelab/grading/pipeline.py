@@ -4,7 +4,8 @@ Per part: static checks -> build -> correctness -> launch checks -> memcheck
 -> racecheck -> speed, then the questions. No stage waits for one it does not
 need: the GPU probe runs beside the static checks and the build, the parts'
 cases and sanitizers share the GPU while the targets are found, and each part
-is timed alone last. Every run has a time limit; a part that fails, hangs or
+is timed alone last. In a check of a few parts the timing runs begin beside
+the cases (context.times_early). Every run has a time limit; a part that fails, hangs or
 crashes costs only itself. Without a GPU each GPU stage is reported as not run.
 """
 
@@ -18,14 +19,14 @@ from typing import Callable, Optional
 from ..system.atomic import write_atomically
 from ..system.gpu_lock import GpuLock
 from ..system.sandbox import Sandbox
-from .context import Grading, new_part_state, open_grading
+from .context import Grading, new_part_state, open_grading, times_early
 from .model import NO_GPU, GradeResult
 from .options import GradeOptions
 from .stages.build_parts import build_parts, check_sources
 from .stages.cases import run_cases
 from .stages.device import GpuSide
 from .stages.finish import finish_parts, grade_questions
-from .stages.speed import time_parts
+from .stages.speed import time_parts, timing_begun
 
 
 def grade(submission: Path, options: GradeOptions, *, sandbox: Optional[Sandbox] = None,
@@ -61,6 +62,11 @@ def _stages(g: Grading) -> GradeResult:
     if gpu is None:
         for s in runnable:
             s.skip_from("correctness", NO_GPU)
+    elif times_early(g.options, g.parts):
+        ceilings, basis = gpu_side.targets()
+        with timing_begun(g, runnable, ceilings, basis) as turn:
+            run_cases(g, runnable)
+            time_parts(g, runnable, ceilings, basis, turn)
     else:
         run_cases(g, runnable)
         ceilings, basis = gpu_side.targets()

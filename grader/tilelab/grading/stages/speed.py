@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from ...spec.matmul import matmul_flop
 from ...text.numbers import fmt_ms
@@ -34,13 +36,19 @@ SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any sp
                   "kernel, and does each thread do only its share of it?")
 
 
-def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration.Calibration]) -> None:
+def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration.Calibration],
+               begun: Optional["TimingTurn"] = None) -> None:
     """The speed stage of every part that built, against the GPU's ceilings
     and speed basis: the parts' timing runs start side by side while the GPU
-    is shared, and each is timed in turn with the GPU to itself (gpu_turn.py)."""
+    is shared, and each is timed in turn with the GPU to itself (gpu_turn.py).
+    `begun`: the turn timing_begun started beside the parts' cases."""
     if not g.options.timing:
         return
-    if ceilings is None:
+    if begun is not None:
+        g.progress("speed")
+        g.while_timing()
+        begun.time()
+    elif ceilings is None:
         for s in runnable:
             s.skip_from("speed", NO_CEILINGS)
     elif basis is None:
@@ -53,44 +61,118 @@ def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration
         at_once = g.trusted.at_once or len(timed)
         with g.timed("speed"):
             for first in range(0, len(timed), max(1, at_once)):
-                _time_in_one_turn(g, timed[first:first + at_once], ceilings, basis)
+                with TimingTurn(g, timed[first:first + at_once], ceilings, basis) as turn:
+                    turn.time()
+
+
+@contextmanager
+def timing_begun(g: Grading, runnable: list, ceilings, basis: Optional[calibration.Calibration]) \
+        -> Iterator[Optional["TimingTurn"]]:
+    """The parts' timing turn, begun now, before their cases run: in a check
+    of a few parts (context.times_early) each timing run makes its launcher,
+    inputs and first call while the cases and sanitizers share the GPU, not
+    after them. None where speed will not be measured at all; time_parts
+    then says why. A part that turns out not to be timeable is called off
+    at its gate."""
+    if not g.options.timing or ceilings is None or basis is None or not runnable:
+        yield None
+        return
+    with g.timed("speed"), TimingTurn(g, runnable, ceilings, basis) as turn:
+        yield turn
+
+
+def _why_not_timed(s: PartState) -> Optional[str]:
+    if not s.cases_all_passed:
+        return "not run: speed is measured only when every case is correct"
+    if s.work_elsewhere:
+        return WORK_ELSEWHERE
+    return None
 
 
 def _may_be_timed(s: PartState) -> bool:
     """Whether the part's speed may be measured; if not, its stage says why."""
-    if not s.cases_all_passed:
-        s.set("speed", "not_run", "not run: speed is measured only when every case is correct")
-        return False
-    if s.work_elsewhere:
-        s.set("speed", "not_run", WORK_ELSEWHERE)
-        return False
-    return True
+    why = _why_not_timed(s)
+    if why is not None:
+        s.set("speed", "not_run", why)
+    return why is None
 
 
-def _time_in_one_turn(g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
-    """Starts the parts' timing runs side by side on the shared GPU, waits
-    until each is at its gate (or over), then holds the GPU alone and lets
-    them through one after another, each with its verdict, before it is let go."""
-    gates = [GpuTurnGate() for _ in parts]
-    pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="tilelab-speed")
-    try:
-        # The turn first: no other grading's timing run is alive while these wait at their gates.
-        with g.held(g.gpu_lock.turn(), "waiting for the GPU alone"):
+class TimingTurn:
+    """One timing turn of the GPU for `parts`. Entered, it takes the GPU's
+    turn and starts the parts' timing runs side by side on the shared GPU;
+    each makes its launcher, inputs and first call and waits at its gate.
+    time() then holds the GPU alone and lets them through one after another,
+    each with its verdict, before it is let go. While the turn is held no
+    other grading's timing run is alive (system/gpu_lock.py)."""
+
+    def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
+        self._g = g
+        self._parts = parts
+        self._ceilings, self._basis = ceilings, basis
+        self._gates = [GpuTurnGate() for _ in parts]
+        self._pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="tilelab-speed")
+        self._runs: list = []
+        self._at_gates: Future = Future()
+        self._preparing: Optional[threading.Thread] = None
+        self._held = ExitStack()
+
+    def __enter__(self) -> "TimingTurn":
+        g = self._g
+        try:
+            # The turn first: no other grading's timing run is alive while these wait at their gates.
+            self._held.enter_context(g.held(g.gpu_lock.turn(), "waiting for the GPU alone"))
+            # The runs prepare beside whatever this grading does meanwhile (its cases, in a check).
+            self._preparing = threading.Thread(target=self._prepare, name="tilelab-speed-prepare", daemon=True)
+            self._preparing.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _prepare(self) -> None:
+        g = self._g
+        try:
             with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
-                image = _counter_image(g, ceilings, basis)
-                done = [pool.submit(_time_part, g, s, ceilings, basis, gate, counters=image)
-                        for s, gate in zip(parts, gates)]
-                for gate, part_done in zip(gates, done):
-                    while not part_done.done() and not gate.wait_ready(LOOK_S):
-                        pass
-            with g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
-                for gate, part_done in zip(gates, done):
-                    gate.give()
-                    part_done.result()  # its verdict, and any retiming, before the next goes
-    finally:
-        for gate in gates:  # a run still at its gate ends there (gpu_turn.h)
-            gate.close()
-        pool.shutdown(wait=True)
+                image = _counter_image(g, self._ceilings, self._basis)
+                self._runs = [self._pool.submit(_time_part, g, s, self._ceilings, self._basis, gate, counters=image)
+                              for s, gate in zip(self._parts, self._gates)]
+                for gate, run in zip(self._gates, self._runs):
+                    while not run.done() and not gate.wait_ready(LOOK_S):
+                        if gate.called_off:  # the turn is over before this run was ready: it ends
+                            wait([run])
+            self._at_gates.set_result(None)
+        except BaseException as e:  # noqa: BLE001 - raised again where the turn waits for its runs
+            self._at_gates.set_exception(e)
+
+    def time(self) -> None:
+        """Calls off the runs of parts that may not be timed (their stage says
+        why), then, with the GPU alone, lets the others through in turn."""
+        g = self._g
+        self._at_gates.result()
+        timed = []
+        for s, gate, run in zip(self._parts, self._gates, self._runs):
+            if _why_not_timed(s) is None:
+                timed.append((gate, run))
+                continue
+            gate.close()  # its run ends at its gate (gpu_turn.h), and _time_part leaves its stage alone
+            run.result()
+            _may_be_timed(s)
+        if not timed:
+            return
+        with g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
+            for gate, run in timed:
+                gate.give()
+                run.result()  # its verdict, and any retiming, before the next goes
+
+    def __exit__(self, *exc) -> None:
+        try:
+            for gate in self._gates:  # a run still at its gate ends there (gpu_turn.h)
+                gate.close()
+            if self._preparing is not None:
+                self._preparing.join()  # every run started is over or was at its gate
+            self._pool.shutdown(wait=True)
+        finally:
+            self._held.close()
 
 
 def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Optional[str]:
@@ -204,9 +286,12 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     limit = g.limits["speed"]
     run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, timed=True,
                       paused=gate.paused_s if gate else None)
+    if gate is not None and gate.called_off:
+        return  # the part may not be timed after all: TimingTurn.time says why
+    seconds = run.seconds - (gate.paused_s() if gate else 0.0)  # not the wait at its gate
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
-              run.seconds, [STATUS_HINTS["timeout"]])
+              seconds, [STATUS_HINTS["timeout"]])
         return
     listed = (run.result or {}).get("cases")
     timings = [c.get("timing") for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)]
@@ -216,7 +301,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
         # Seen only at the timing sizes: the launch checks fail, as they would have on a correctness case.
         s.set("launch", "failed", host_work[0], "\n".join(host_work), hints=[HOST_WORK_HINT])
         s.work_elsewhere = True
-        s.set("speed", "not_run", WORK_ELSEWHERE, "", run.seconds)
+        s.set("speed", "not_run", WORK_ELSEWHERE, "", seconds)
         return
     verdict = verify(g.tools.verify, case_file)
     # A case not timed because an earlier one was stopped as too slow failed nothing.
@@ -224,7 +309,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     failed = [c for c in timed if not c["passed"]]
     if failed:
         reasons = "; ".join(failed[0]["reasons"])
-        s.set("speed", "failed", f"the timed calls were not all right: {reasons}", run.stderr.strip(), run.seconds,
+        s.set("speed", "failed", f"the timed calls were not all right: {reasons}", run.stderr.strip(), seconds,
               ["Each timed call gets new inputs: a kernel must compute every answer, never reuse an earlier one."])
         return
     readings = clocks.by_case(listed)
@@ -238,7 +323,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     for v in timed:
         target = basis.target(ceilings, s.part, assignment.speed, v["j"], v["k"], v["l"])
         if target is None:
-            s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", run.seconds)
+            s.set("speed", "error", f"{NO_TARGETS} at {v['j']}x{v['k']}x{v['l']}", "", seconds)
             return
         full_at = s.part.versus_cublas.full_at if s.part.versus_cublas else assignment.speed.full_at
         speed, fraction = case_speed(v, target, ceilings, basis.rule, full_at, printing[:1])
@@ -273,11 +358,11 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     if stopped_words:
         left = [f"{c['j']}x{c['k']}x{c['l']}" for c in verdict["cases"] if "not_timed_after" in c]
         s.set("speed", "passed", f"{stopped_words[0]}; 0% of the speed points"
-              + (f" ({', '.join(left)} not timed)" if left else ""), "", run.seconds, [SLOW_STOP_HINT])
+              + (f" ({', '.join(left)} not timed)" if left else ""), "", seconds, [SLOW_STOP_HINT])
         return
     estimated = " (estimated: no reference solutions on this machine)" if basis.rule == ESTIMATED_RULE else ""
     against = "cuBLAS SGEMM" if best.versus == CUBLAS else "the reference solution"
     s.set("speed", "passed",
           f"{best.gflops:.0f} GFLOP/s at {best.case}: {100 * fraction:.0f}% of the speed points "
           f"(full credit from {best.target_gflops:.0f} GFLOP/s = {100 * best.full_at:.0f}% of {against} "
-          f"here{estimated})", "", run.seconds)
+          f"here{estimated})", "", seconds)
