@@ -4,9 +4,10 @@ Per part: static checks -> build -> correctness -> launch checks -> memcheck
 -> racecheck -> speed, then the questions. No stage waits for one it does not
 need: the GPU probe runs beside the static checks and the build, the parts'
 cases and sanitizers share the GPU while the targets are found, and each part
-is timed alone last. In a check of a few parts the timing runs begin beside
-the cases (context.times_early). Every run has a time limit; a part that fails, hangs or
-crashes costs only itself. Without a GPU each GPU stage is reported as not run.
+is timed alone last (in a check of a few parts its timing run begins beside
+its cases: context.times_early). Every run has a time limit; a part that
+fails, hangs or crashes costs only itself. Without a GPU each GPU stage is
+reported as not run.
 """
 
 from __future__ import annotations
