@@ -254,6 +254,13 @@ def watched_saves(place: Place, env: dict, source: Path, runs: int) -> tuple:
             watch.wait()
 
 
+def _figure(name: str, seconds: list) -> dict:
+    """One FIGURES entry's runs, their median, its goal and the figure before."""
+    what, goal, before = FIGURES[name]
+    return {"what": what, "median": round(statistics.median(seconds), 3), "runs": seconds, "goal": goal,
+            "before": before}
+
+
 def run_bench_check(place: Place, runs: int, log: Callable[[str], None]) -> BenchCheck:
     env = dict(_student_env() if place.kind == "bundle" else os.environ, COLUMNS="160")
     solution = ROOT / "solutions" / "naive.cu"
@@ -266,8 +273,7 @@ def run_bench_check(place: Place, runs: int, log: Callable[[str], None]) -> Benc
     plan = (("edited", solution, ()), ("unchanged", None, ()), ("fast", solution, ("--fast",)),
             ("uncoalesced", UNCOALESCED, ()))
     for name, source, args in plan:
-        what, goal, before = FIGURES[name]
-        log(f"bench-check: {what} ({runs} times)")
+        log(f"bench-check: {FIGURES[name][0]} ({runs} times)")
         seconds, stdout = [], ""
         for _ in range(runs):
             if source is not None:
@@ -277,14 +283,11 @@ def run_bench_check(place: Place, runs: int, log: Callable[[str], None]) -> Benc
                 raise BenchCheckError("the unchanged check ran again instead of showing its last result: did a "
                                       "file of the grader or of the build change meanwhile?")
             seconds.append(took)
-        found.figures[name] = {"what": what, "median": round(statistics.median(seconds), 3), "runs": seconds,
-                               "goal": goal, "before": before}
+        found.figures[name] = _figure(name, seconds)
         found.breakdowns[name] = _breakdown(stdout)
-    what, goal, before = FIGURES["watch"]
-    log(f"bench-check: {what} ({runs} times)")
+    log(f"bench-check: {FIGURES['watch'][0]} ({runs} times)")
     seconds, status = watched_saves(place, env, solution, runs)
-    found.figures["watch"] = {"what": what, "median": round(statistics.median(seconds), 3), "runs": seconds,
-                              "goal": goal, "before": before}
+    found.figures["watch"] = _figure("watch", seconds)
     found.breakdowns["watch"] = [status]
     log("bench-check: nvcc alone")
     _edit(place, solution)

@@ -8,17 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_grading_run import build_dir
 
 from bench import check_bench
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def build_dir() -> Path:
-    path = os.environ.get("TILELAB_BUILD_DIR")
-    if not path or not (Path(path) / "bin" / "tilelab-verify").exists():
-        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
-    return Path(path)
 
 
 def test_the_watch_figure_times_each_save_of_new_bytes_to_its_table(tmp_path):

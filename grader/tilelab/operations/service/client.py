@@ -124,12 +124,13 @@ class ServiceClient:
                     on_update(found)
             if found.get("state") in FINISHED:
                 return found
-            pause = min(RUNNING_POLL_S, wait_s) if found.get("state") == "running" else wait_s
+            running = found.get("state") == "running"
+            pause = min(RUNNING_POLL_S, wait_s) if running else wait_s
             if deadline is not None and time.monotonic() + pause > deadline:
                 raise ServiceUnavailable(f"the grading service at {self.url} did not finish submission "
                                          f"{submission_id} in time (still {_state_words(found)})", "deadline")
             time.sleep(pause)
-            if found.get("state") != "running":
+            if not running:
                 wait_s = min(max_poll_s, wait_s * 1.5)  # a long queue needs no second-by-second polling
 
     # ------------------------------------------------------------ one request
