@@ -473,6 +473,55 @@ TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
   EXPECT_LT(prepared.at("setup_seconds").get<double>(), in_turn.at("setup_seconds").get<double>());
 }
 
+// The counters are read as soon as the run has the GPU alone, and their
+// passes count as warm-up calls (core/timing.h): with two warm-up calls
+// asked for and no warm-up time, a profile of two passes or more leaves
+// none to make. A profile whose first call takes longer than a call that
+// stops timing is not read: that call ends the timing at once, and the
+// counters say why they were not read.
+TEST(Counters, AreReadBeforeTheWarmUpAndCountAsIt) {
+  TILELAB_REQUIRE_GPU();
+  // Traffic and stall counters: more than one pass on the GPUs the course grades on.
+  const std::vector<std::string> metrics = {
+      "smsp__inst_executed.sum", "dram__bytes_read.sum", "lts__t_bytes.sum",
+      "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "smsp__warps_issue_stalled_long_scoreboard.sum",
+      "smsp__warps_issue_stalled_barrier.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"};
+  TempDir dir;
+  auto profiled = [&](double give_up_ms, const std::string& name) {
+    CaseFile f;
+    f.part = "naive";
+    CaseSpec c = make_case("w2048", 2048, 2048, 2048, 5);
+    c.timing = TimingSpec{};
+    c.timing->seed = 91;
+    c.timing->warmup_calls = 2;
+    c.timing->warmup_ms = 0;
+    c.timing->give_up_ms = give_up_ms;
+    c.profile_metrics = metrics;
+    f.cases.push_back(c);
+    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result.value_or(json()).at("cases").at(0);
+  };
+  const json read = profiled(0, "read");
+  const json& profile = read.at("profile");
+  ASSERT_EQ(profile.at("status"), "measured") << profile.dump();
+  const int passes = profile.at("passes");
+  ASSERT_GE(passes, 2) << "the premise: these counters take several passes";
+  const json& timing = read.at("timing");
+  EXPECT_EQ(timing.at("warmup_profile_passes"), passes);
+  EXPECT_EQ(timing.at("warmup_calls"), 0) << timing.dump();
+  EXPECT_GT(profile.at("metrics").at(metrics[0]).get<double>(), 0.0);
+  std::cout << "counters before the warm-up: " << passes << " passes in " << profile.at("seconds")
+            << " s; timed calls at 2048: " << timing.at("median_wall_ms") << " ms\n";
+
+  const json slow = profiled(timing.at("median_wall_ms").get<double>() / 10, "slow");  // one call is far over
+  const json& stopped = slow.at("timing");
+  EXPECT_EQ(stopped.at("warmup_profile_passes"), 1) << stopped.dump();
+  EXPECT_EQ(stopped.at("stop").at("rule"), "one_call") << stopped.dump();
+  EXPECT_EQ(slow.at("profile").at("status"), "skipped") << slow.at("profile").dump();
+  EXPECT_NE(slow.at("profile").at("message").get<std::string>().find("far past"), std::string::npos);
+}
+
 // A call still running at the budget's call limit is not waited for: the
 // trusted harness ends the launcher's process (its calls at 512 spend a
 // minute on the host), reports the case stopped as slow with no call timed,

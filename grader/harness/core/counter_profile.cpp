@@ -325,8 +325,9 @@ std::unique_ptr<Prepared> prepare_now(const std::vector<std::string>& metrics,
   return p;
 }
 
-// The passes over `call` of an armed session, and the values they read.
-void collect(Session& session, const std::function<std::string()>& call, CounterProfile* out) {
+// The passes over `call` of an armed session, and the values they read;
+// none after a first call longer than `call_limit_ms` (> 0).
+void collect(Session& session, const std::function<std::string()>& call, double call_limit_ms, CounterProfile* out) {
   const auto start = std::chrono::steady_clock::now();
   bool all = false;
   while (!all) {
@@ -336,10 +337,24 @@ void collect(Session& session, const std::function<std::string()>& call, Counter
     }
     flush_l2();
     std::string call_error;
-    all = session.pass(call, &call_error);
+    double call_ms = 0;
+    all = session.pass(
+        [&] {
+          const auto t0 = std::chrono::steady_clock::now();
+          std::string error = call();
+          call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          return error;
+        },
+        &call_error);
     ++out->passes;
     if (!call_error.empty()) {
       out->message = "the call failed while it was profiled: " + call_error;
+      return;
+    }
+    if (out->passes == 1 && call_limit_ms > 0 && call_ms > call_limit_ms && !all) {
+      out->status = kProfileSkipped;
+      out->message = "one call took " + std::to_string(static_cast<int>(call_ms)) +
+                     " ms, and the counters need several more calls: not read";
       return;
     }
   }
@@ -371,7 +386,8 @@ void prepare_counters(const std::vector<std::string>& metrics, const std::vector
   prepared = availability.empty() ? nullptr : prepare_now(metrics, availability).release();
 }
 
-CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call) {
+CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call,
+                            double call_limit_ms) {
   std::unique_ptr<Prepared> p(prepared);
   prepared = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
@@ -396,7 +412,7 @@ CounterProfile profile_call(const std::vector<std::string>& metrics, const std::
   // The setup made here, in the GPU's turn: all of it unless prepare_counters made the host's part before.
   out.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   try {
-    collect(*p->session, call, &out);
+    collect(*p->session, call, call_limit_ms, &out);
   } catch (const CuptiFailure& f) {
     CounterProfile failed = failure(f);
     failed.unavailable = out.unavailable;

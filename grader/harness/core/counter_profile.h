@@ -65,7 +65,10 @@ nlohmann::json counter_availability();
 
 // Collects `metrics` over calls of `call` (it returns "" or why the call
 // failed), with the host's part prepare_counters made, or all of the setup
-// now. Needs the calling thread's CUDA context current.
-CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call);
+// now. Where `call_limit_ms` > 0 and the first pass's call takes longer, no
+// more passes are made and the profile is kProfileSkipped: nothing read.
+// Needs the calling thread's CUDA context current.
+CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call,
+                            double call_limit_ms = 0);
 
 }  // namespace tilelab

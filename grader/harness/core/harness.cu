@@ -144,6 +144,33 @@ CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, b
   return out;
 }
 
+// The counters of a case not read before its warm-up (timing.h): a case
+// without timing, or one whose first profiled call was too slow, perhaps
+// only while the clocks came up. A part stopped by the median of whole
+// calls is profiled as any other, since its counters are the hint a slow
+// kernel needs most (an uncoalesced one, say). One whose call was ended
+// unfinished, or took far over the budget, is not.
+json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const LaunchArgs& args, const json& timing,
+                          bool stopped_slow) {
+  CounterProfile skipped;
+  skipped.status = kProfileSkipped;
+  const json stop = timing.value("stop", json::object());
+  if (stopped_slow && stop.value("rule", std::string()) != "median") {
+    skipped.message = "a call ran far past the time at which speed earns no points: not read";
+    return to_json(skipped);
+  }
+  const double call_ms = timing.value("median_wall_ms", 0.0);
+  if (call_ms > kProfileMaxCallMs) {
+    skipped.message = "one call takes " + std::to_string(static_cast<int>(call_ms)) +
+                      " ms, and the counters need several more calls: not read";
+    return to_json(skipped);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  json profile = launcher.profile(args, *spec.profile_metrics);
+  profile["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return profile;
+}
+
 CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& real,
                      GpuTurn& turn) {
   const PartInfo& part = launcher.part();
@@ -256,34 +283,13 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
   if (spec.timing) {
     TimingOutcome timing = run_timing(file, spec, launcher, given, turn);
     out.result["timing"] = std::move(timing.result);
+    if (timing.profile) out.result["profile"] = std::move(*timing.profile);
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
     out.stopped_slow = timing.stopped_slow;
   }
-  // A part stopped by the median of whole calls is profiled as any other: its counters
-  // are the hint a slow kernel needs most (an uncoalesced one, say). One whose call was
-  // ended unfinished, or took far over the budget, is not.
-  const json& stop = out.result.value("timing", json::object()).value("stop", json::object());
-  const bool ended_unfinished = out.stopped_slow && stop.value("rule", std::string()) != "median";
-  if (spec.profile_metrics && ended_unfinished) {
-    CounterProfile skipped;
-    skipped.status = kProfileSkipped;
-    skipped.message = "a call ran far past the time at which speed earns no points: not read";
-    out.result["profile"] = to_json(skipped);
-  } else if (spec.profile_metrics) {
-    // After the timed calls, so the profile's repeated calls cannot warm or slow them.
-    const json& timing = out.result.value("timing", json::object());
-    const double call_ms = timing.value("median_wall_ms", 0.0);
-    if (call_ms > kProfileMaxCallMs) {
-      CounterProfile skipped;
-      skipped.status = kProfileSkipped;
-      skipped.message = "one call takes " + std::to_string(static_cast<int>(call_ms)) +
-                        " ms, and the counters need several more calls: not read";
-      out.result["profile"] = to_json(skipped);
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      out.result["profile"] = launcher.profile(args, *spec.profile_metrics);
-      out.result["profile"]["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
+  if (spec.profile_metrics && !out.result.contains("profile")) {  // not read before the warm-up (timing.h)
+    out.result["profile"] = profile_after_timing(spec, launcher, args, out.result.value("timing", json::object()),
+                                                 out.stopped_slow);
   }
   return finish(std::move(out), ExitCode::kOk, "", false);
 }

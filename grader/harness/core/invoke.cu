@@ -142,8 +142,9 @@ Invocation InProcessLauncher::invoke(const LaunchArgs& args, bool take_records, 
   return invoke_launcher(binding_, args, {}, take_records);
 }
 
-nlohmann::json InProcessLauncher::profile(const LaunchArgs& args, const std::vector<std::string>& metrics) {
-  return to_json(profile_call(metrics, [&] { return call_failure(binding_, args); }));
+nlohmann::json InProcessLauncher::profile(const LaunchArgs& args, const std::vector<std::string>& metrics,
+                                          double call_limit_ms) {
+  return to_json(profile_call(metrics, [&] { return call_failure(binding_, args); }, call_limit_ms));
 }
 
 void InProcessLauncher::prepare_profile(const std::vector<std::string>& metrics,

@@ -55,9 +55,11 @@ class Launcher {
   // The kernels and copies of the calls with these windows (Invocation::window).
   virtual std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) = 0;
   // The hardware counters `metrics` of calls on `args`, made untimed
-  // (counter_profile.h); the JSON of a CounterProfile, sanitized when it
-  // comes from another process.
-  virtual nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) = 0;
+  // (counter_profile.h: none where `call_limit_ms` > 0 and the first call
+  // took longer); the JSON of a CounterProfile, sanitized when it comes from
+  // another process.
+  virtual nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics,
+                                 double call_limit_ms = 0) = 0;
   // Makes the host's part of the counters' setup for a later profile() of
   // `metrics` now, before the run's GPU turn, from the GPU's counter
   // availability image (counter_profile.h).
@@ -97,7 +99,8 @@ class InProcessLauncher : public Launcher {
   void unshare(const void*) override {}
   Invocation invoke(const LaunchArgs& args, bool take_records = true, double limit_ms = 0) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
-  nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
+  nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics,
+                         double call_limit_ms = 0) override;
   void prepare_profile(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) override;
   bool trusted_clock() const override { return false; }
   ExitCode startup_error(std::string* message) const override {

@@ -393,7 +393,7 @@ void LauncherProcess::prepare_profile(const std::vector<std::string>& metrics,
 
 // The launcher's process says what its counters were: kept only where it is
 // the shape counter_profile.h gives, for the metrics asked for, as finite numbers.
-json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics) {
+json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics, double call_limit_ms) {
   CounterProfile out;
   if (ended_ != ExitCode::kOk) {
     out.message = "the launcher's process had ended";
@@ -401,6 +401,7 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   }
   json req = call_request("profile", args);
   req["metrics"] = metrics;
+  req["call_limit_ms"] = call_limit_ms;
   json reply;
   try {
     reply = request(req);

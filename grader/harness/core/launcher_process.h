@@ -92,7 +92,8 @@ class LauncherProcess : public Launcher {
   void unshare(const void* base) override;
   Invocation invoke(const LaunchArgs& args, bool take_records = true, double limit_ms = 0) override;
   std::vector<WindowRecord> take_records(const std::vector<uint64_t>& windows) override;
-  nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics) override;
+  nlohmann::json profile(const LaunchArgs& args, const std::vector<std::string>& metrics,
+                         double call_limit_ms = 0) override;
   void prepare_profile(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) override;
   bool trusted_clock() const override { return true; }
   ExitCode startup_error(std::string* message) const override;

@@ -117,7 +117,8 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
                             &given};
       if (op == "profile") {
         const std::vector<std::string> metrics = req.at("metrics").get<std::vector<std::string>>();
-        reply(replies, to_json(profile_call(metrics, [&] { return call_failure(binding, args); })));
+        const double call_limit_ms = req.value("call_limit_ms", 0.0);
+        reply(replies, to_json(profile_call(metrics, [&] { return call_failure(binding, args); }, call_limit_ms)));
         continue;
       }
       const uint64_t seq = req.at("seq").get<uint64_t>();

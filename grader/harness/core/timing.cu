@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 
+#include "counter_profile.h"
 #include "device_ops.h"
 #include "gpu_clocks.h"
 #include "gpu_turn.h"
@@ -58,6 +59,12 @@ std::optional<SlowStop> over_budget(const TimingSpec& t, const std::vector<doubl
     if (m > t.give_up_ms) return SlowStop{"median", m};
   }
   return std::nullopt;
+}
+
+// The longest first call of a counter profile read before the warm-up: one
+// longer would not be profiled after the timed calls either (harness.cu).
+double profile_call_limit_ms(const TimingSpec& t) {
+  return t.give_up_ms > 0 ? std::min(kProfileMaxCallMs, kFarOverFactor * t.give_up_ms) : kProfileMaxCallMs;
 }
 
 // Whether the timed calls so far settle their median: at least
@@ -151,22 +158,40 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
       }
     }
   }
+  // Call `call`'s fresh inputs in its set, and P poisoned: that call's arguments.
+  const auto fresh_inputs = [&](int call) {
+    const int s = call % t.input_sets;
+    const uint64_t seed = derive_seed(t.seed, static_cast<uint64_t>(call));
+    fill_generated(sets[s].M.get(), m_count, seed, MatrixId::kM, Distribution::kUniform);
+    fill_generated(sets[s].N.get(), n_count, seed, MatrixId::kN, Distribution::kUniform);
+    fill_bits(p_words, p_count, file.poison_bits);
+    return LaunchArgs{sets[s].M.get(), sets[s].N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k,
+                      spec.l,          &given};
+  };
   TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
   turn.take();
   const auto warmup_begin = std::chrono::steady_clock::now();
+  int profile_passes = 0;  // untimed calls of the counter profile, counted as warm-up
+  if (spec.profile_metrics) {
+    const LaunchArgs args = fresh_inputs(0);
+    TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
+    json profile = launcher.profile(args, *spec.profile_metrics, profile_call_limit_ms(t));
+    profile["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_begin).count();
+    const json passes = profile.value("passes", json(0));
+    profile_passes = passes.is_number_integer() ? std::clamp(passes.get<int>(), 0, kMaxProfilePasses) : 0;
+    if (profile.value("status", json()) != kProfileSkipped) out.profile = std::move(profile);
+  }
   for (int call = 0;; ++call) {
     const bool warming =
         warmups < kMaxWarmupCalls &&
-        (warmups < t.warmup_calls ||
+        (warmups + profile_passes < t.warmup_calls ||
          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warmup_begin).count() <
              t.warmup_ms);
     if (!warming && (static_cast<int>(timed.size()) >= t.repetitions || (stable = settled(t, timed_wall_ms)))) break;
 
     const int s = call % t.input_sets;
     const uint64_t seed = derive_seed(t.seed, static_cast<uint64_t>(call));
-    fill_generated(sets[s].M.get(), m_count, seed, MatrixId::kM, Distribution::kUniform);
-    fill_generated(sets[s].N.get(), n_count, seed, MatrixId::kN, Distribution::kUniform);
-    fill_bits(p_words, p_count, file.poison_bits);
+    const LaunchArgs args = fresh_inputs(call);
     if (t.flush_l2) {
       TILELAB_CUDA_CHECK(cudaMemsetAsync(flush.get(), call & 0xFF, flush_bytes, 0));
       // Drops lines a part might have pinned with an access-policy window.
@@ -174,8 +199,6 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     }
     TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
 
-    const LaunchArgs args{sets[s].M.get(), sets[s].N.get(), reinterpret_cast<float*>(p_words), spec.j, spec.k,
-                          spec.l,          &given};
     if (!warming && timed.empty() && clocks.available()) clocks_before = clocks.read();
     // Records are taken once, after the last call: a flush between timed calls slows the next one.
     const Invocation inv = launcher.invoke(args, false, limit_ms);
@@ -258,6 +281,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
 
   out.result = {{"seed", t.seed},
                 {"warmup_calls", warmups},
+                {"warmup_profile_passes", profile_passes},
                 {"repetitions", timed.size()},
                 {"input_sets", t.input_sets},
                 {"flush_bytes", flush_bytes},

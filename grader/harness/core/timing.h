@@ -14,6 +14,17 @@
 // `stable_within` of their median ("stopped_stable"): calls that agree so
 // closely have the median more of them would have, within that tolerance.
 //
+// A case that asks for counters (CaseSpec::profile_metrics) has them read
+// first, as soon as the GPU is the run's alone: the counter profile's passes
+// (counter_profile.h) are untimed calls at the case's size, each after an L2
+// flush, so they bring the clocks up as warm-up calls would, and the warm-up
+// goes on only until `warmup_calls` calls and `warmup_ms` have passed,
+// the passes counted ("warmup_profile_passes"). CUPTI has let go of the
+// context before the first timed call. A profile whose first call is slower
+// than kProfileMaxCallMs, or than a call that would stop timing ("one_call"
+// below), is not read here; the caller reads it after the timed calls where
+// their median allows (harness.cu).
+//
 // A case with a budget (TimingSpec::give_up_ms, written by the grader from
 // the time at which a call earns no speed points) is timed only while more
 // calls could change its score: timing stops, and the result says
@@ -34,6 +45,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "case_file.h"
@@ -53,6 +65,7 @@ struct TimingOutcome {
   ExitCode code = ExitCode::kOk;  // a failure during a timed call ends the case
   std::string message;
   bool stopped_slow = false;  // timing stopped as too slow to earn speed points
+  std::optional<nlohmann::json> profile;  // the counters, read before the warm-up calls (above)
 };
 
 class Launcher;
