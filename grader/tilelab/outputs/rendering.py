@@ -12,9 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Optional
-
-import jinja2
+from typing import TYPE_CHECKING, Optional
 
 from ..grading.model import GradeResult
 from ..system.warmup import warm_up
@@ -25,13 +23,19 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 REPORT_FILES = {"markdown": "report.md", "html": "report.html", "plot": "roofline.png"}
 REPORT_TEMPLATES = {"markdown": "report.md.j2", "html": "report.html.j2"}
 
+if TYPE_CHECKING:
+    import jinja2
+
 
 @functools.lru_cache(maxsize=None)
 def _environment(template_dir: Path, html: bool) -> jinja2.Environment:
     """Jinja for Markdown and HTML pages with the filters that quote
     untrusted text safely in either. One per folder and kind, kept: it keeps
     the templates it compiled (a grading writes the student's and the
-    staff's reports, and a batch many)."""
+    staff's reports, and a batch many). Jinja is imported here, not with
+    this module: a check that writes no report never needs it."""
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)),
         autoescape=html,

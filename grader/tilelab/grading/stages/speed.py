@@ -44,25 +44,25 @@ def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration
     `begun`: the turn timing_begun started beside the parts' cases."""
     if not g.options.timing:
         return
-    if begun is not None:
-        g.progress("speed")
-        g.while_timing()
-        begun.time()
-    elif ceilings is None:
+    if begun is None and ceilings is None:
         for s in runnable:
             s.skip_from("speed", NO_CEILINGS)
-    elif basis is None:
+        return
+    if begun is None and basis is None:
         for s in runnable:
             s.set("speed", "error", NO_TARGETS)
-    else:
-        g.progress("speed")
-        g.while_timing()
-        timed = [s for s in runnable if _may_be_timed(s)]
-        at_once = g.trusted.at_once or len(timed)
-        with g.timed("speed"):
-            for first in range(0, len(timed), max(1, at_once)):
-                with TimingTurn(g, timed[first:first + at_once], ceilings, basis) as turn:
-                    turn.time()
+        return
+    g.progress("speed")
+    g.while_timing()
+    if begun is not None:
+        begun.time()
+        return
+    timed = [s for s in runnable if _may_be_timed(s)]
+    at_once = g.trusted.at_once or len(timed)
+    with g.timed("speed"):
+        for first in range(0, len(timed), max(1, at_once)):
+            with TimingTurn(g, timed[first:first + at_once], ceilings, basis) as turn:
+                turn.time()
 
 
 @contextmanager
