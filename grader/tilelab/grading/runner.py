@@ -90,7 +90,8 @@ def write_cases(
     The harness refuses a case file for another part than its own; one that
     runs the part's cases under another name (the cuBLAS baseline) is named
     by `harness_id`. With `profile`, the last case also reads the hardware
-    counters of one more call (traffic.py), after everything else it does.
+    counters of its calls (traffic.py), before the warm-up of its timing
+    (grader/harness/core/timing.h).
     `give_up_ms`: the time budget of a timing case's call, by its name in
     the file (none for a case it does not name). `gate`: where the trusted
     harness waits for the GPU alone before its timed calls (gpu_turn.py);
