@@ -62,7 +62,7 @@ class ReferenceSpeed:
     runs: tuple  # GFLOP/s of each timed run (each the median of the timed calls)
     clocks: tuple = ()  # each run's GPU clocks (clocks.Clocks.to_dict); empty in older caches
     retimed: bool = False  # timed once more because the GPU throttled the first time
-    # The counters of one more call of the reference (traffic.py), for the
+    # The counters of one call of the reference (traffic.py), for the
     # reports to set a part's traffic beside; empty for cuBLAS and estimates.
     counters: dict = dataclasses.field(default_factory=dict, hash=False, compare=False)
 

@@ -1,7 +1,8 @@
 """What one call of a part moved: its hardware counters, read as the lecture reads a kernel.
 
-After a part is timed, the harness profiles one more call of it at the
-timing size (grader/harness/core/counter_profile.h): untimed, no points. The
+Just before a part's timed calls, the harness profiles one call of it at
+the timing size (grader/harness/core/counter_profile.h, timing.h): untimed,
+no points. The
 counters come from the launcher's process, so they are only as honest as
 the student's code, and nothing here changes a score.
 
