@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -16,3 +17,12 @@ def require_pdf_stack() -> None:
     """PDF rendering needs WeasyPrint (and Pango); where they are missing
     (the GPU machine has no network to install them) PDF tests say so and skip."""
     pytest.importorskip("weasyprint", reason="skipped: WeasyPrint is not installed (pip install weasyprint)")
+
+
+def built_tree(needed: str = "bin/tilelab-verify") -> Path:
+    """The built project that ctest names in TILELAB_BUILD_DIR, holding
+    `needed`; without one the test says so and skips."""
+    path = os.environ.get("TILELAB_BUILD_DIR")
+    if not path or not (Path(path) / needed).exists():
+        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
+    return Path(path)

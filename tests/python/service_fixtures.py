@@ -16,15 +16,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import built_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_dir() -> Path:
-    path = os.environ.get("TILELAB_BUILD_DIR")
-    if not path or not (Path(path) / "bin" / "tilelab-verify").exists():
-        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
-    return Path(path)
+    return built_tree()
 
 
 def tilelab(*args, **kwargs) -> subprocess.CompletedProcess:

@@ -25,6 +25,7 @@ from tilelab.operations.batch.students import _what_ran
 from tilelab.outputs.gradescope import error_results
 from tilelab.spec.assignment import load_assignment
 from tilelab.system.sandbox import Sandbox
+from conftest import built_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -38,10 +39,7 @@ OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".
 
 
 def build_dir() -> Path:
-    path = os.environ.get("TILELAB_BUILD_DIR")
-    if not path or not (Path(path) / "bin" / "tilelab-verify").exists():
-        pytest.skip("skipped: needs a built project (run through ctest)")
-    return Path(path)
+    return built_tree()
 
 
 def grade_class(class_dir: Path, out: Path, sandbox: Sandbox = Sandbox(), **options) -> tuple:

@@ -11,13 +11,11 @@ import pytest
 
 from tilelab.grading.build import PartRecipe, RecipeError, SubmissionBuild, load_recipes
 from tilelab.spec.assignment import load_assignment
+from conftest import built_tree
 
 
 def build_dir() -> Path:
-    path = os.environ.get("TILELAB_BUILD_DIR")
-    if not path or not (Path(path) / "compile_commands.json").exists():
-        pytest.skip("skipped: needs a built project (run through ctest)")
-    return Path(path)
+    return built_tree("compile_commands.json")
 
 
 def test_each_part_is_built_with_the_commands_of_its_starter(root):

@@ -20,6 +20,7 @@ import pytest
 from tilelab.system import process
 from tilelab.system.sandbox import Sandbox, sandbox_for_this_process
 from tilelab.system.sandbox_users import ended_leftovers, hold_users, processes_of
+from conftest import built_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,10 +67,7 @@ HEADERS = "#include <stdio.h>\n#include <stdlib.h>\n#include <time.h>\n#include 
 
 
 def build_dir() -> Path:
-    path = os.environ.get("TILELAB_BUILD_DIR")
-    if not path or not (Path(path) / "bin" / "tilelab-contain").exists():
-        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
-    return Path(path)
+    return built_tree("bin/tilelab-contain")
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,15 @@ import random
 import shutil
 from pathlib import Path
 
-import pytest
 from test_gradescope import check_spec
 
 from tilelab.grading.options import GradeOptions
 from tilelab.operations.grading_run import EXIT_GRADED, EXIT_GRADER_ERROR, run_grading
+from conftest import built_tree
 
 
 def build_dir() -> Path:
-    path = os.environ.get("TILELAB_BUILD_DIR")
-    if not path or not (Path(path) / "bin" / "tilelab-verify").exists():
-        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
-    return Path(path)
+    return built_tree()
 
 
 def grade(root, submission: Path, out: Path, parts=()) -> dict:

@@ -19,16 +19,14 @@ from tilelab.grading.trusted_harness import TrustedHarness
 from tilelab.system import process
 from tilelab.system.gpu_lock import GpuLock
 from tilelab.system.paths import tool_path
+from conftest import built_tree
 
 NO_DEVICE = 5
 OK = 0
 
 
 def build_dir() -> Path:
-    path = os.environ.get("TILELAB_BUILD_DIR")
-    if not path or not (Path(path) / "bin" / "tilelab-harness").exists():
-        pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
-    return Path(path)
+    return built_tree("bin/tilelab-harness")
 
 
 def case_file(tmp_path: Path) -> Path:
