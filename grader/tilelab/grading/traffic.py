@@ -2,9 +2,8 @@
 
 Just before a part's timed calls, the harness profiles one call of it at
 the timing size (grader/harness/core/counter_profile.h, timing.h): untimed,
-no points. The
-counters come from the launcher's process, so they are only as honest as
-the student's code, and nothing here changes a score.
+no points. The counters come from the launcher's process, so they are only
+as honest as the student's code, and nothing here changes a score.
 
 The lecture's measure of a kernel is its FLOPs per byte of global memory
 that its threads ask for: 0.25 FLOP/B for the naive kernel (two 4-byte
