@@ -49,3 +49,21 @@ def test_the_timing_run_of_a_part_whose_cases_fail_is_called_off(build, device, 
     assert (speed.status, speed.summary) == ("not_run", NOT_TIMED)
     assert naive.speed is None
     assert result.spans["speed"][0] < result.spans["correctness"][1], result.spans
+
+
+def test_a_check_built_for_a_capability_remembered_wrongly_is_built_again_for_the_gpu(build, device, cache,
+                                                                                      tmp_path, monkeypatch):
+    # A host whose GPU was swapped since its last probe: the build takes the
+    # capability remembered, and the pipeline builds again for the one probed.
+    from tilelab.grading.remembered_capability import host_key, recall_capability, remember_capability
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(cache))
+    if host_key(()) is None:
+        pytest.skip("skipped: the driver shows no GPUs in /proc/driver/nvidia, so nothing is remembered")
+    real = device["compute_capability"]
+    remember_capability((), "7.5" if real != "7.5" else "8.0")
+    result = _check(build, tmp_path, ROOT / "solutions")
+    (naive,) = result.parts
+    assert naive.stages["build"].status == "passed"
+    assert naive.stages["correctness"].status == "passed", naive.stages["correctness"].summary
+    assert naive.stages["speed"].status == "passed", naive.stages["speed"].summary
+    assert recall_capability(()) == real

@@ -56,8 +56,17 @@ def _stages(g: Grading) -> GradeResult:
     with g.timed("static checks"):
         check_sources(g, states)
     with g.timed("build"):
-        build_parts(g, states, gpu_side.capability if gpu_side else lambda: None)
+        built_for = build_parts(g, states, gpu_side.capability if gpu_side else lambda: None)
     gpu = gpu_side.device() if gpu_side else None
+    probed = gpu.get("compute_capability") if isinstance(gpu, dict) else None
+    if built_for is not None and probed is not None and built_for != probed:
+        # Built for the capability a probe found on this host before (stages/device.py), and the GPU is
+        # another now: every part from the start, for the GPU probed.
+        states = [new_part_state(p, g.submission, g.sets) for p in g.parts]
+        with g.timed("static checks"):
+            check_sources(g, states)
+        with g.timed("build"):
+            build_parts(g, states, lambda: probed)
     runnable = [s for s in states if s.binary is not None]
     ceilings = basis = None
     if gpu is None:

@@ -26,14 +26,15 @@ def check_sources(g: Grading, states: list) -> None:
             s.skip_from("build", "not run: the static checks failed")
 
 
-def build_parts(g: Grading, states: list, probed_capability: Callable[[], Optional[str]]) -> None:
+def build_parts(g: Grading, states: list, probed_capability: Callable[[], Optional[str]]) -> Optional[str]:
     """Builds every part that passed its static checks, for the probed GPU
     alone when its compute capability is known (PartRecipe.for_device). A
     part file built before with the same bytes for the same GPU (by this
-    student or another) is not compiled again (build_cache.py)."""
+    student or another) is not compiled again (build_cache.py). Returns the
+    capability built for (None: every GPU the tree builds for)."""
     todo = [s for s in states if s.stage("static").status == "passed"]
     if not todo:
-        return
+        return None
     opt = g.options
     capability = probed_capability()
     cache = (BuildCache(opt.root, opt.build_dir, opt.build_dir / CHECK_CACHE_DIR, CHECK_POLICY) if opt.mode == "check"
@@ -51,7 +52,7 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
     if cached_dir.exists():
         cached_dir.chmod(0o711)
     if not todo:
-        return
+        return capability
     submission_dir = g.work / private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
@@ -64,7 +65,7 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
         for s in todo:
             s.set("build", "error", "the grader could not prepare the build (not your fault)", str(e))
             s.skip_from("correctness", "not run: the build could not be prepared")
-        return
+        return capability
     with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
         builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))
     builder.seal()
@@ -81,3 +82,4 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
             cache.keep(s.part, keys[s.part.id], b.binary)
         if s.binary is None:
             s.skip_from("correctness", "not run: the part did not build")
+    return capability

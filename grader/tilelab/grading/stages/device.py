@@ -10,12 +10,14 @@ from typing import Optional
 
 from ...spec.reference_gpu import ReferenceGpuError, load_reference_gpu
 from .. import calibration, gpu_ceilings
+from ..remembered_capability import recall_capability, remember_capability
 from ..context import Grading
 from ..model import NO_DEVICE_NOTE, NO_TARGETS_NOTE
 
 PROBE_WAIT_FOR_BUILD_S = 5.0  # the build waits this long for the GPU probe, then builds for every GPU
 # The compute capability that the last probe in this process found, by the sandbox's GPU: the build takes
-# it while this grading's probe waits for the GPU to be shared (a GPU's capability does not change).
+# it while this grading's probe waits for the GPU to be shared (a GPU's capability does not change). A new
+# process takes the one a probe found last on this host (remembered_capability.py).
 _probed_capability: dict = {}
 
 
@@ -31,8 +33,11 @@ class GpuSide:
 
     def capability(self) -> Optional[str]:
         """The probed GPU's compute capability, for the build; None (build for
-        every GPU the tree builds for) without a GPU, or if the probe is slow."""
-        known = _probed_capability.get(self._gpu_key)
+        every GPU the tree builds for) without a GPU, or if the probe is slow.
+        Where a probe of this GPU found it before, that is taken at once: the
+        build need not wait for this grading's probe (the pipeline builds
+        again in the rare case the two differ)."""
+        known = _probed_capability.get(self._gpu_key) or recall_capability(self._gpu_key)
         try:
             gpu = self._device.result(timeout=0 if known else PROBE_WAIT_FOR_BUILD_S)
         except Exception:  # noqa: BLE001 - a probe that failed or is slow: device() raises it where it is waited for
@@ -52,6 +57,7 @@ class GpuSide:
             gpu = self._probe()
             if isinstance(gpu, dict) and isinstance(gpu.get("compute_capability"), str):
                 _probed_capability[self._gpu_key] = gpu["compute_capability"]
+                remember_capability(self._gpu_key, gpu["compute_capability"])
             self._device.set_result(gpu)
         except BaseException as e:  # noqa: BLE001 - raised again in the thread that waits for it
             self._device.set_exception(e)
