@@ -9,9 +9,11 @@ first and the ratio of all GPUs to it. A benchmark: it asserts no time.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -59,28 +61,44 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             finished = wait_all(service, course, sent)
     finally:
         service.stop()
-    turns = sorted(finished[s][1] - sent[s] for s in sent if finished.get(s, ("", 0))[0] == "done")
-    wall = max((t for _, t in finished.values()), default=started) - started
+    turns = sorted(f.turnaround_s for f in finished.values() if f.state == "done")
+    wall = max((f.seen for f in finished.values()), default=started) - started
     per_hour = 3600.0 * len(turns) / wall if wall > 0 else 0.0
     return {"gpus": gpus, "hand_ins": count, "graded": len(turns), "wall_s": round(wall, 1),
             "per_hour": round(per_hour, 1), "per_hour_per_gpu": round(per_hour / max(1, len(gpus)), 1),
             "p50_s": round(percentile(turns, 0.5), 1), "p95_s": round(percentile(turns, 0.95), 1),
-            "not_done": sorted({state for state, _ in finished.values() if state != "done"}),
+            "not_done": sorted({f.state for f in finished.values() if f.state != "done"}),
             "rate_per_min": rate_per_min, "load": load.figures()}
 
 
+@dataclass(frozen=True)
+class Finished:
+    state: str
+    seen: float  # time.monotonic() when the poll saw it finished
+    turnaround_s: float  # submit to result, by the service's own clock (its created_at and finished_at)
+
+
 def wait_all(service: LocalService, token: str, sent: dict, seconds: float = 3 * 3600) -> dict:
-    """submission -> (final state, when it was seen so), polling each in turn."""
+    """submission -> Finished, polling each in turn. The turnaround is the
+    service's, not the poll's: at a set rate the polls start only once the
+    last hand-in is sent, long after the first ones finished."""
     finished, deadline = {}, time.monotonic() + seconds
     while len(finished) < len(sent) and time.monotonic() < deadline:
         for sid in sent:
             if sid in finished:
                 continue
-            state = service.call_json("GET", f"/api/v1/submissions/{sid}", token)[1].get("state")
-            if state in FINISHED:
-                finished[sid] = (state, time.monotonic())
+            found = service.call_json("GET", f"/api/v1/submissions/{sid}", token)[1]
+            if found.get("state") in FINISHED:
+                finished[sid] = Finished(found["state"], time.monotonic(), _seconds_between(found))
         time.sleep(POLL_S)
     return finished
+
+
+def _seconds_between(submission: dict) -> float:
+    created, done = submission.get("created_at"), submission.get("finished_at")
+    if not created or not done:
+        return 0.0
+    return (dt.datetime.fromisoformat(done) - dt.datetime.fromisoformat(created)).total_seconds()
 
 
 def describe(run: dict) -> str:

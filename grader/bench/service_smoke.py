@@ -123,7 +123,7 @@ def run_smoke(root: Path, build: Path, out: Path, count: int, timeout_s: float,
         if len(finished) < len(sent):
             say(f"service-smoke: timed out after {timeout_s:.0f} s with {len(sent) - len(finished)} submission(s) "
                 f"not finished (logs in {logs})")
-        tally = tally_records(service, course, sent, {s: state for s, (state, _) in finished.items()})
+        tally = tally_records(service, course, sent, {s: f.state for s, f in finished.items()})
         tally.interrupted = [(sent[s], *attempts_of(service, s)) for s in cut_short]
         for student, attempts, graded_by in tally.interrupted:
             say(f"service-smoke: {student}, cut short by the kill, was taken {attempts} times; "
