@@ -361,8 +361,9 @@ std::pair<json, json> time_naive(const std::filesystem::path& dir, int width, co
 // A timing case with a time budget (core/timing.h) is timed only while
 // more calls could earn speed points. The budgets here are set from the
 // naive reference's own calls: ten times them is never reached and changes
-// nothing; half of them stops the timing at the median of the first three
-// timed calls, whose values are still checked.
+// nothing; two thirds of them stops the timing at the median of the first
+// three timed calls, and two fifths at the first two (each over twice the
+// budget); the values of the calls made are still checked.
 TEST(TimeBudget, StopsTimingOnlyOnceTheCallsAreOverIt) {
   TILELAB_REQUIRE_GPU();
   TempDir dir;
@@ -385,20 +386,23 @@ TEST(TimeBudget, StopsTimingOnlyOnceTheCallsAreOverIt) {
   EXPECT_EQ(g.at("calls").size(), 10u);
   EXPECT_FALSE(generous.contains("stopped_slow"));
 
-  const auto [tight, tight_verdict] = timed(call_ms / 2, "tight");
-  const json& t = tight.at("cases").at(0).at("timing");
-  std::cout << "naive 2048: " << call_ms << " ms a call; with a budget of " << call_ms / 2 << " ms timing stopped by "
-            << t.at("stop").dump() << "\n";
-  ASSERT_TRUE(t.at("stopped_slow").get<bool>()) << t.dump();
-  EXPECT_EQ(t.at("stop").at("rule"), "median");
-  EXPECT_EQ(t.at("calls").size(), 3u);
-  EXPECT_EQ(t.at("stop").at("calls"), 1 + t.at("warmup_calls").get<int>() + 3);
-  EXPECT_GT(t.at("stop").at("ms").get<double>(), call_ms / 2);
-  EXPECT_EQ(tight.at("stopped_slow"), "w2048");
-  const json& v = tight_verdict.at("cases").at(0);
-  EXPECT_TRUE(v.at("timing").at("stopped_slow").get<bool>());
-  EXPECT_EQ(v.at("timing").at("calls"), 3);
-  EXPECT_EQ(v.at("timing").at("failed_calls"), 0);
+  for (const auto& [share, calls] : {std::pair{1.5, 3}, std::pair{2.5, 2}}) {
+    const double budget = call_ms / share;
+    const auto [tight, tight_verdict] = timed(budget, "tight-" + std::to_string(calls));
+    const json& t = tight.at("cases").at(0).at("timing");
+    std::cout << "naive 2048: " << call_ms << " ms a call; with a budget of " << budget << " ms timing stopped by "
+              << t.at("stop").dump() << "\n";
+    ASSERT_TRUE(t.at("stopped_slow").get<bool>()) << t.dump();
+    EXPECT_EQ(t.at("stop").at("rule"), "median");
+    EXPECT_EQ(t.at("calls").size(), static_cast<size_t>(calls)) << t.dump();
+    EXPECT_EQ(t.at("stop").at("calls"), 1 + t.at("warmup_calls").get<int>() + calls);
+    EXPECT_GT(t.at("stop").at("ms").get<double>(), budget);
+    EXPECT_EQ(tight.at("stopped_slow"), "w2048");
+    const json& v = tight_verdict.at("cases").at(0);
+    EXPECT_TRUE(v.at("timing").at("stopped_slow").get<bool>());
+    EXPECT_EQ(v.at("timing").at("calls"), calls);
+    EXPECT_EQ(v.at("timing").at("failed_calls"), 0);
+  }
 }
 
 // Timing stops before `repetitions` once at least `min_repetitions` timed

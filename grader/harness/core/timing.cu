@@ -54,7 +54,11 @@ struct SlowStop {
 std::optional<SlowStop> over_budget(const TimingSpec& t, const std::vector<double>& timed_wall_ms, double last_ms) {
   if (t.give_up_ms <= 0) return std::nullopt;
   if (last_ms > kFarOverFactor * t.give_up_ms) return SlowStop{"one_call", last_ms};
-  if (static_cast<int>(timed_wall_ms.size()) >= kJudgedCalls) {
+  const int timed = static_cast<int>(timed_wall_ms.size());
+  const bool all_far_over =
+      timed >= kFarJudgedCalls &&
+      *std::min_element(timed_wall_ms.begin(), timed_wall_ms.end()) > kFarJudgedFactor * t.give_up_ms;
+  if (timed >= kJudgedCalls || all_far_over) {
     const double m = median(timed_wall_ms);
     if (m > t.give_up_ms) return SlowStop{"median", m};
   }

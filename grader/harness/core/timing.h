@@ -31,6 +31,8 @@
 // "stopped_slow", as soon as
 //   - from the kJudgedCalls-th timed call on, the median wall time of the
 //     timed calls so far is over the budget ("median"), or
+//   - from the kFarJudgedCalls-th timed call on, every timed call so far is
+//     over kFarJudgedFactor x the budget ("median" too), or
 //   - any call after the case's first is over kFarOverFactor x the budget
 //     ("one_call": no clock still ramping up explains that), or
 //   - a call is still running after TimingSpec::call_limit_ms()
@@ -57,6 +59,9 @@ namespace tilelab {
 // A kernel that could earn points runs at half the budget or faster: one
 // slow timed call is noise, the median of three is not...
 inline constexpr int kJudgedCalls = 3;
+// ...nor are two timed calls that are both this many budgets long...
+inline constexpr int kFarJudgedCalls = 2;
+inline constexpr double kFarJudgedFactor = 2.0;
 // ...and a single call this many budgets long is no noise at all.
 inline constexpr double kFarOverFactor = 4.0;
 
