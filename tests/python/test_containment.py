@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tilelab.system import process
-from tilelab.system.sandbox import Sandbox, sandbox_for_this_process
+from tilelab.system.sandbox import SANDBOX_USERS, Sandbox, sandbox_for_this_process
 from tilelab.system.sandbox_users import ended_leftovers, hold_users, processes_of
 from conftest import built_tree
 
@@ -189,6 +189,65 @@ def test_a_grader_does_not_take_a_sandbox_user_another_holds(tmp_path):
     again = hold_users(base, 1, tmp_path)
     assert again and again[0].sandbox.user == theirs
     again[0].release()
+
+
+def test_a_grading_given_no_sandbox_holds_a_user_no_other_grader_holds(tmp_path):
+    """`tilelab grade` (and a platform's or a remote check's grading) runs as
+    a sandbox user it holds host-wide, as a batch's and a worker's slots do:
+    their clean-up between two gradings ends every process of their users.
+    The hold goes with the grading's end."""
+    from tilelab.grading.context import open_grading
+    from tilelab.grading.options import GradeOptions
+
+    base = sandbox_for_this_process()
+    if not base.switches_user:
+        pytest.skip("skipped: not root, so gradings run as this user and hold none")
+    other = subprocess.Popen(  # another grader on this host, holding the first free user (the real lock folder)
+        [sys.executable, "-c", "import time; from tilelab.system.sandbox import sandbox_for_this_process; "
+         "from tilelab.system.sandbox_users import hold_users; "
+         "held = hold_users(sandbox_for_this_process(), 1); print(held[0].sandbox.user if held else '', flush=True); "
+         "time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "grader")})
+    try:
+        theirs = other.stdout.readline().strip()
+        if not theirs:
+            pytest.skip("skipped: every sandbox user of this host is held by another grader")
+        g = open_grading(ROOT / "solutions", GradeOptions.for_tree(ROOT, built_tree(), tmp_path / "out"))
+        try:
+            mine = g.sandbox.user
+            assert g.held_user is not None and mine != theirs
+        finally:
+            g.close()
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
+    # The grading over, its user is free again.
+    again = hold_users(base, SANDBOX_USERS)
+    try:
+        assert mine in {h.sandbox.user for h in again}
+    finally:
+        for held in again:
+            held.release()
+
+
+def test_a_grading_that_finds_every_user_held_runs_as_the_first_and_says_so(tmp_path):
+    from tilelab.grading.context import open_grading
+    from tilelab.grading.options import GradeOptions
+
+    base = sandbox_for_this_process()
+    if not base.switches_user:
+        pytest.skip("skipped: not root, so gradings run as this user and hold none")
+    every = hold_users(base, 10_000)  # as other graders would
+    try:
+        g = open_grading(ROOT / "solutions", GradeOptions.for_tree(ROOT, built_tree(), tmp_path / "out"))
+        try:
+            assert g.held_user is None and g.sandbox.user == base.user
+            assert any("no sandbox user of this host was free to hold" in note for note in g.staff_notes)
+        finally:
+            g.close()
+    finally:
+        for held in every:
+            held.release()
 
 
 def test_a_held_users_leftovers_are_ended_before_it_grades(tmp_path):

@@ -19,6 +19,7 @@ from ..system import owned_dirs
 from ..system.gpu_lock import GpuLock
 from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, tool_path, unbuilt_reason
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
+from ..system.sandbox_users import HeldSandbox, hold_one
 from ..system.setup_errors import SetupError
 from . import calibration
 from .answers_file import ANSWERS_FILE
@@ -74,6 +75,7 @@ class Grading:
     notes: list = field(default_factory=list)  # for the student
     staff_notes: list = field(default_factory=list)
     located: Optional[Located] = None  # where the hand-in's files were found (handin_files.locate)
+    held_user: Optional[HeldSandbox] = None  # the sandbox user this grading holds host-wide (_held_sandbox)
 
     def misplaced_hints(self, name: str) -> list:
         """Where a file expected as `name` was found instead, when it was missing."""
@@ -105,6 +107,8 @@ class Grading:
         self.trusted.close()
         if self.sandbox.switches_user:
             shutil.rmtree(self.work, ignore_errors=True)
+        if self.held_user is not None:
+            self.held_user.release()
 
 
 def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandbox] = None,
@@ -126,12 +130,20 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
     tools = Tools.of(opt.build_dir)
     # Every part's file, not only those graded: the folder chosen must not depend on --part.
     located = locate(submission, tuple(p.file for p in assignment.parts) + (ANSWERS_FILE,))
-    # Every run of student code in this grading ends whole with its run (system/process.py).
-    sandbox = (sandbox if sandbox is not None else _sandbox_for(opt, assignment)).contained_by(tools.contain)
-    check_sandbox(opt, sandbox)
-    work = work_dir(opt, sandbox)
-    logs = opt.out_dir / "staff" / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    held, staff_notes = None, []
+    if sandbox is None:
+        sandbox, held, staff_notes = _held_sandbox(_sandbox_for(opt, assignment))
+    try:
+        # Every run of student code in this grading ends whole with its run (system/process.py).
+        sandbox = sandbox.contained_by(tools.contain)
+        check_sandbox(opt, sandbox)
+        work = work_dir(opt, sandbox)
+        logs = opt.out_dir / "staff" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
     gpu_lock = gpu_lock or GpuLock()
     # A timing run that waits at its gate holds a service: one begun beside the cases needs one more per part.
     services = min(SERVICES, max(1, len(parts)) * (2 if times_early(opt, parts) else 1))
@@ -143,7 +155,25 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
                    seed=opt.draw_seed(), tools=tools, sandbox=sandbox, work=work, logs=logs, trusted=trusted,
                    gpu_lock=gpu_lock, clock=clock, started=started,
                    progress=progress or (lambda message: None), while_timing=while_timing or (lambda: None),
-                   notes=list(located.notes), located=located)
+                   notes=list(located.notes), staff_notes=staff_notes, located=located, held_user=held)
+
+
+def _held_sandbox(base: Sandbox) -> tuple:
+    """(sandbox, its HeldSandbox or None, staff notes) for a grading that
+    was given no sandbox (`tilelab grade`, a platform's, a remote check's
+    forward): a sandbox user no other grader on this host holds, as each
+    slot of a batch or a worker has (system/sandbox_users.py). Their
+    clean-up between two gradings ends every process of their users, so a
+    grading that ran as one of them would lose its runs. Where every user
+    is held, the grading runs as `base` beside them, and says so."""
+    if not base.switches_user:
+        return base, None, []
+    held = hold_one(base)
+    if held is not None:
+        return held.sandbox, held, []
+    return base, None, [f"no sandbox user of this host was free to hold (another grader holds each, or the lock "
+                        f"folder cannot be written): this grading ran as {base.user}, which another grader may hold "
+                        "(scripts/secure-checkout makes more users)"]
 
 
 @dataclass

@@ -29,6 +29,7 @@ from ..system.cpu_share import gradings_at_once
 from ..system.gpu_lock import GpuLock
 from ..system.paths import answer_key_path
 from ..system.sandbox import sandbox_for_this_process
+from ..system.sandbox_users import hold_one
 
 VERDICTS = ("pass", "slow", "fail")
 SPEEDS = ("full", "partial", "none")
@@ -336,7 +337,19 @@ def run_selftest(
             raise SelftestError(f"no hand-in named {', '.join(unknown)} (tests/submissions holds them)")
         hand_ins = [h for h in hand_ins if h.name in names]
     lock = GpuLock()
-    sandbox = sandbox_for_this_process()
+    # A sandbox user no other grader on this host holds (a batch's or a worker's clean-up ends every process of
+    # theirs), shared by the self-test's own gradings; where every one is held, the base user beside them.
+    held = hold_one(sandbox_for_this_process())
+    try:
+        return _run_hand_ins(hand_ins, held.sandbox if held else sandbox_for_this_process(), lock, root,
+                             build_dir, out_dir, jobs, assignment, echo)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _run_hand_ins(hand_ins: list, sandbox, lock: GpuLock, root: Path, build_dir: Path, out_dir: Path, jobs: int,
+                  assignment, echo) -> tuple:
 
     base = GradeOptions.for_tree(root, build_dir, out_dir, seed=1, jobs=build_jobs_each(jobs))
     reports = Outputs(reports=("student",), results=None, detailed=False)
