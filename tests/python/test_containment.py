@@ -13,6 +13,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -191,17 +192,32 @@ def test_a_grader_does_not_take_a_sandbox_user_another_holds(tmp_path):
     again[0].release()
 
 
-def test_a_grading_given_no_sandbox_holds_a_user_no_other_grader_holds(tmp_path):
-    """`tilelab grade` (and a platform's or a remote check's grading) runs as
-    a sandbox user it holds host-wide, as a batch's and a worker's slots do:
-    their clean-up between two gradings ends every process of their users.
-    The hold goes with the grading's end."""
+@contextmanager
+def grading_of_the_solutions(tmp_path):
+    """A grading opened as `tilelab grade` opens one, with no sandbox given; closed at the end."""
     from tilelab.grading.context import open_grading
     from tilelab.grading.options import GradeOptions
 
+    g = open_grading(ROOT / "solutions", GradeOptions.for_tree(ROOT, built_tree(), tmp_path / "out"))
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+def root_sandbox():
     base = sandbox_for_this_process()
     if not base.switches_user:
         pytest.skip("skipped: not root, so gradings run as this user and hold none")
+    return base
+
+
+def test_a_grading_given_no_sandbox_holds_a_user_no_other_grader_holds(tmp_path):
+    """`tilelab grade` (and a platform's grading) runs as a sandbox user it
+    holds host-wide, as a batch's and a worker's slots do: their clean-up
+    between two gradings ends every process of their users. The hold goes
+    with the grading's end."""
+    base = root_sandbox()
     other = subprocess.Popen(  # another grader on this host, holding the first free user (the real lock folder)
         [sys.executable, "-c", "import time; from tilelab.system.sandbox import sandbox_for_this_process; "
          "from tilelab.system.sandbox_users import hold_users; "
@@ -212,12 +228,9 @@ def test_a_grading_given_no_sandbox_holds_a_user_no_other_grader_holds(tmp_path)
         theirs = other.stdout.readline().strip()
         if not theirs:
             pytest.skip("skipped: every sandbox user of this host is held by another grader")
-        g = open_grading(ROOT / "solutions", GradeOptions.for_tree(ROOT, built_tree(), tmp_path / "out"))
-        try:
+        with grading_of_the_solutions(tmp_path) as g:
             mine = g.sandbox.user
             assert g.held_user is not None and mine != theirs
-        finally:
-            g.close()
     finally:
         other.send_signal(signal.SIGKILL)
         other.wait()
@@ -231,20 +244,12 @@ def test_a_grading_given_no_sandbox_holds_a_user_no_other_grader_holds(tmp_path)
 
 
 def test_a_grading_that_finds_every_user_held_runs_as_the_first_and_says_so(tmp_path):
-    from tilelab.grading.context import open_grading
-    from tilelab.grading.options import GradeOptions
-
-    base = sandbox_for_this_process()
-    if not base.switches_user:
-        pytest.skip("skipped: not root, so gradings run as this user and hold none")
+    base = root_sandbox()
     every = hold_users(base, 10_000)  # as other graders would
     try:
-        g = open_grading(ROOT / "solutions", GradeOptions.for_tree(ROOT, built_tree(), tmp_path / "out"))
-        try:
+        with grading_of_the_solutions(tmp_path) as g:
             assert g.held_user is None and g.sandbox.user == base.user
             assert any("no sandbox user of this host was free to hold" in note for note in g.staff_notes)
-        finally:
-            g.close()
     finally:
         for held in every:
             held.release()
