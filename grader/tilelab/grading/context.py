@@ -160,12 +160,12 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
 
 def _held_sandbox(base: Sandbox) -> tuple:
     """(sandbox, its HeldSandbox or None, staff notes) for a grading that
-    was given no sandbox (`tilelab grade`, a platform's, a remote check's
-    forward): a sandbox user no other grader on this host holds, as each
-    slot of a batch or a worker has (system/sandbox_users.py). Their
-    clean-up between two gradings ends every process of their users, so a
-    grading that ran as one of them would lose its runs. Where every user
-    is held, the grading runs as `base` beside them, and says so."""
+    was given no sandbox (`tilelab grade`, a platform's `run_autograder`):
+    a sandbox user no other grader on this host holds, as each slot of a
+    batch or a worker has (system/sandbox_users.py). Their clean-up between
+    two gradings ends every process of their users, so a grading that ran
+    as one of them would lose its runs. Where every user is held, the
+    grading runs as `base` beside them, and says so."""
     if not base.switches_user:
         return base, None, []
     held = hold_one(base)
