@@ -9,6 +9,9 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "json_io.h"
 #include "reference.h"
@@ -345,13 +348,19 @@ TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
 // The naive reference timed by the trusted harness on one square case of
 // `width` (inputs seed 5) as `timing` says, in `dir`: (its result, the
 // verdict on it), both checked to have run and passed.
-std::pair<json, json> time_naive(const std::filesystem::path& dir, int width, const TimingSpec& timing) {
+// One timing case of the naive part at width^3, its counters read where `metrics` are given.
+CaseFile naive_timing_case(int width, const TimingSpec& timing, std::optional<std::vector<std::string>> metrics = {}) {
   CaseFile f;
   f.part = "naive";
   CaseSpec c = make_case("w" + std::to_string(width), width, width, width, 5);
   c.timing = timing;
+  c.profile_metrics = std::move(metrics);
   f.cases.push_back(c);
-  const HarnessRun run = run_harness(reference("naive"), f, dir, 300, true);
+  return f;
+}
+
+std::pair<json, json> time_naive(const std::filesystem::path& dir, int width, const TimingSpec& timing) {
+  const HarnessRun run = run_harness(reference("naive"), naive_timing_case(width, timing), dir, 300, true);
   EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
   const json verdict = verify_run(run.cases, run.result.value_or(json()));
   EXPECT_EQ(verdict.at("cases_passed"), 1) << verdict.dump(2);
@@ -492,17 +501,13 @@ TEST(Counters, AreReadBeforeTheWarmUpAndCountAsIt) {
       "smsp__warps_issue_stalled_barrier.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"};
   TempDir dir;
   auto profiled = [&](double give_up_ms, const std::string& name) {
-    CaseFile f;
-    f.part = "naive";
-    CaseSpec c = make_case("w2048", 2048, 2048, 2048, 5);
-    c.timing = TimingSpec{};
-    c.timing->seed = 91;
-    c.timing->warmup_calls = 2;
-    c.timing->warmup_ms = 0;
-    c.timing->give_up_ms = give_up_ms;
-    c.profile_metrics = metrics;
-    f.cases.push_back(c);
-    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
+    TimingSpec t;
+    t.seed = 91;
+    t.warmup_calls = 2;
+    t.warmup_ms = 0;
+    t.give_up_ms = give_up_ms;
+    const HarnessRun run = run_harness(reference("naive"), naive_timing_case(2048, t, metrics), dir.path() / name,
+                                       300, true);
     EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
     return run.result.value_or(json()).at("cases").at(0);
   };
