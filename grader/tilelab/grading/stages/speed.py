@@ -103,7 +103,10 @@ class TimingTurn:
     each makes its launcher, inputs and first call and waits at its gate.
     time() then holds the GPU alone and lets them through one after another,
     each with its verdict, before it is let go. While the turn is held no
-    other grading's timing run is alive (system/gpu_lock.py)."""
+    other grading's timing run is alive (system/gpu_lock.py). Its waits
+    are phases of their own: "waiting for the timing turn" (another grading
+    holds it), "timing runs starting" (until each is at its gate) and
+    "waiting for the GPU alone" (the runs beside them ending)."""
 
     def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
         self._g = g
@@ -120,7 +123,7 @@ class TimingTurn:
         g = self._g
         try:
             # The turn first: no other grading's timing run is alive while these wait at their gates.
-            self._held.enter_context(g.held(g.gpu_lock.turn(), "waiting for the GPU alone"))
+            self._held.enter_context(g.held(g.gpu_lock.turn(), "waiting for the timing turn"))
             # The runs prepare beside whatever this grading does meanwhile (its cases, in a check).
             self._preparing = threading.Thread(target=self._prepare, name="tilelab-speed-prepare", daemon=True)
             self._preparing.start()
@@ -132,7 +135,7 @@ class TimingTurn:
     def _prepare(self) -> None:
         g = self._g
         try:
-            with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
+            with g.held(g.gpu_lock.shared(), "waiting to share the GPU"), g.timed("timing runs starting"):
                 image = _counter_image(g, self._ceilings, self._basis)
                 self._runs = [self._pool.submit(_time_part, g, s, self._ceilings, self._basis, gate, counters=image)
                               for s, gate in zip(self._parts, self._gates)]
