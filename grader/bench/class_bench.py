@@ -2,8 +2,9 @@
 complete, distinct hand-ins (handins.py) graded on one GPU, then on every
 GPU of the host: hand-ins an hour, per GPU, each grading's wall time (p50,
 p95), where the time of a grading went (its phases, the waits for the GPU
-among them), how busy the CPUs and GPUs were, and the ratio of all GPUs to
-one. A benchmark: it asserts no time."""
+among them), how long each held its GPU's timing turn against what each
+hand-in cost the GPU, how busy the CPUs and GPUs were, and the ratio of all
+GPUs to one. A benchmark: it asserts no time."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class ClassRun:
     load: dict = field(default_factory=dict)  # MachineLoad.figures()
     not_graded: list = field(default_factory=list)  # "student: why"
     short: list = field(default_factory=list)  # "student: part points/max, ...": the solutions earn every point
+    turn: dict = field(default_factory=dict)  # the GPU's timing turn, mean seconds a grading (turn_figures)
 
     @property
     def per_hour(self) -> float:
@@ -52,6 +54,27 @@ class ClassRun:
         return {**asdict(self), "per_hour": round(self.per_hour, 1),
                 "per_hour_per_gpu": round(self.per_hour_per_gpu, 1),
                 "p50_s": round(self.percentile(0.5), 2), "p95_s": round(self.percentile(0.95), 2)}
+
+
+# What a grading's timing turn holds, in grading/stages/speed.py's phases:
+# the turn is taken, its timing runs start and reach their gates, the runs
+# beside them end, then the GPU is the grading's alone until the speed stage ends.
+TURN_WAIT, TURN_STARTING, TURN_DRAIN = "waiting for the timing turn", "timing runs starting", "waiting for the GPU alone"
+TURN_ALONE, TURN_HELD = "the GPU alone", "held"
+
+
+def turn_figures(grade: dict) -> Optional[dict]:
+    """One grading's timing turn from its grade.json: seconds waiting for it,
+    its timing runs starting, waiting for the GPU alone, then with the GPU
+    alone, and the turn held (the last three); None where it took no turn."""
+    timings, spans = grade.get("timings", {}), grade.get("spans", {})
+    speed, drain = spans.get("speed"), spans.get(TURN_DRAIN)
+    if not speed or not drain or TURN_STARTING not in timings:
+        return None
+    figures = {TURN_WAIT: float(timings.get(TURN_WAIT, 0.0)), TURN_STARTING: float(timings[TURN_STARTING]),
+               TURN_DRAIN: float(timings.get(TURN_DRAIN, 0.0)), TURN_ALONE: max(0.0, speed[1] - drain[1])}
+    figures[TURN_HELD] = figures[TURN_STARTING] + figures[TURN_DRAIN] + figures[TURN_ALONE]
+    return figures
 
 
 def percentile(values: list, share: float) -> float:
@@ -73,7 +96,7 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
         summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
                             live=False, log=log, in_flight=in_flight)
         wall = time.monotonic() - clock
-    walls, phases, missing, short = [], {}, [], []
+    walls, phases, missing, short, turns = [], {}, [], [], []
     for row in summary.rows:
         try:
             detailed = json.loads((results / row.student / "grade.json").read_text())
@@ -89,11 +112,15 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
             short.append(f"{row.student}: {', '.join(lost)}")
         for phase, seconds in detailed.get("timings", {}).items():
             phases[phase] = phases.get(phase, 0.0) + float(seconds)
+        turn = turn_figures(detailed)
+        if turn is not None:
+            turns.append(turn)
     n = max(1, len(walls))
     return ClassRun(gpus=list(gpus), in_flight=summary.in_flight, hand_ins=count, graded=len(walls),
                     wall_seconds=round(wall, 2), gradings=[round(w, 2) for w in walls],
                     phases={p: round(s / n, 3) for p, s in sorted(phases.items(), key=lambda x: -x[1])},
-                    load=load.figures(), not_graded=missing, short=short)
+                    load=load.figures(), not_graded=missing, short=short,
+                    turn={k: round(sum(t[k] for t in turns) / len(turns), 3) for k in turns[0]} if turns else {})
 
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
@@ -136,6 +163,14 @@ def format_classes(runs: list) -> str:
             f"{100 * load.get('cpu_saturated', 0):.0f} % of the time)" + (f"; {gpu_busy}" if gpu_busy else ""))
         lines.append("  a grading's phases, mean seconds (they overlap): "
                      + ", ".join(f"{p} {s:.2f}" for p, s in run.phases.items()))
+        if run.turn and run.graded:
+            # What each hand-in cost its GPU, against how long its grading held that GPU's timing turn.
+            cost = run.wall_seconds * len(run.gpus) / run.graded
+            t = run.turn
+            lines.append(f"  the GPU's timing turn, mean a grading: held {t[TURN_HELD]:.2f} s of the {cost:.2f} s "
+                         f"each hand-in cost its GPU (its timing runs starting {t[TURN_STARTING]:.2f}, waiting "
+                         f"for the GPU alone {t[TURN_DRAIN]:.2f}, the GPU alone {t[TURN_ALONE]:.2f}); waiting "
+                         f"for it {t[TURN_WAIT]:.2f} s")
         for problem in run.not_graded[:5]:
             lines.append(f"  not graded on a GPU: {problem}")
         for lost in run.short[:5]:

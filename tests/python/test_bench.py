@@ -101,3 +101,26 @@ def test_a_class_runs_figures_follow_from_its_gradings():
     assert "6 of 6 graded in 60.0 s = 360 an hour" in text and "CPUs busy 95 % (saturated 80 % of the time)" in text
     assert "2 GPUs grade 1.82 x one GPU" in text
     assert summarize([one, two])["ratio_to_one_gpu"] == 1.818
+    assert "timing turn" not in text  # the runs above took none
+
+
+def test_a_gradings_timing_turn_is_read_from_its_phases():
+    """A class's grade.json (the spans of a grading in a class of 12 on the
+    H100): the turn is held from its timing runs' start to the speed stage's
+    end, and the bench sets that against what each hand-in cost the GPU."""
+    from bench.class_bench import ClassRun, format_classes, turn_figures
+
+    grade = {"timings": {"build": 3.85, "correctness": 4.731, "waiting for the timing turn": 0.5,
+                         "timing runs starting": 4.109, "waiting for the GPU alone": 0.017, "speed": 7.809},
+             "spans": {"timing runs starting": [9.434, 13.543], "waiting for the GPU alone": [13.544, 13.561],
+                       "speed": [9.429, 17.238]}}
+    turn = turn_figures(grade)
+    assert turn["waiting for the timing turn"] == 0.5 and turn["timing runs starting"] == 4.109
+    assert round(turn["the GPU alone"], 3) == 3.677 and round(turn["held"], 3) == 7.803
+    untimed = {"timings": {"build": 3.0, "correctness": 1.0}, "spans": {"build": [0.1, 3.1]}}
+    assert turn_figures(untimed) is None  # no part was timed: no turn
+    run = ClassRun(gpus=["0"], in_flight=3, hand_ins=12, graded=12, wall_seconds=100.8, gradings=[22.0] * 12,
+                   phases={"speed": 10.9}, turn=turn)
+    text = format_classes([run])
+    assert "held 7.80 s of the 8.40 s each hand-in cost its GPU" in text
+    assert "waiting for it 0.50 s" in text
