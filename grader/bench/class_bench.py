@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tilelab.errors import TilelabError
+from tilelab.grading.stages.speed import TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE, WAITING_FOR_TURN
 from tilelab.operations.batch import find_gpus, run_batch
 
 from .handins import distinct_hand_ins
@@ -59,7 +60,6 @@ class ClassRun:
 # What a grading's timing turn holds, in grading/stages/speed.py's phases:
 # the turn is taken, its timing runs start and reach their gates, the runs
 # beside them end, then the GPU is the grading's alone until the speed stage ends.
-TURN_WAIT, TURN_STARTING, TURN_DRAIN = "waiting for the timing turn", "timing runs starting", "waiting for the GPU alone"
 TURN_ALONE, TURN_HELD = "the GPU alone", "held"
 
 
@@ -68,12 +68,14 @@ def turn_figures(grade: dict) -> Optional[dict]:
     its timing runs starting, waiting for the GPU alone, then with the GPU
     alone, and the turn held (the last three); None where it took no turn."""
     timings, spans = grade.get("timings", {}), grade.get("spans", {})
-    speed, drain = spans.get("speed"), spans.get(TURN_DRAIN)
-    if not speed or not drain or TURN_STARTING not in timings:
+    speed, drain = spans.get("speed"), spans.get(WAITING_FOR_GPU_ALONE)
+    if not speed or not drain or TIMING_RUNS_STARTING not in timings:
         return None
-    figures = {TURN_WAIT: float(timings.get(TURN_WAIT, 0.0)), TURN_STARTING: float(timings[TURN_STARTING]),
-               TURN_DRAIN: float(timings.get(TURN_DRAIN, 0.0)), TURN_ALONE: max(0.0, speed[1] - drain[1])}
-    figures[TURN_HELD] = figures[TURN_STARTING] + figures[TURN_DRAIN] + figures[TURN_ALONE]
+    figures = {WAITING_FOR_TURN: float(timings.get(WAITING_FOR_TURN, 0.0)),
+               TIMING_RUNS_STARTING: float(timings[TIMING_RUNS_STARTING]),
+               WAITING_FOR_GPU_ALONE: float(timings.get(WAITING_FOR_GPU_ALONE, 0.0)),
+               TURN_ALONE: max(0.0, speed[1] - drain[1])}
+    figures[TURN_HELD] = figures[TIMING_RUNS_STARTING] + figures[WAITING_FOR_GPU_ALONE] + figures[TURN_ALONE]
     return figures
 
 
@@ -168,9 +170,9 @@ def format_classes(runs: list) -> str:
             cost = run.wall_seconds * len(run.gpus) / run.graded
             t = run.turn
             lines.append(f"  the GPU's timing turn, mean a grading: held {t[TURN_HELD]:.2f} s of the {cost:.2f} s "
-                         f"each hand-in cost its GPU (its timing runs starting {t[TURN_STARTING]:.2f}, waiting "
-                         f"for the GPU alone {t[TURN_DRAIN]:.2f}, the GPU alone {t[TURN_ALONE]:.2f}); waiting "
-                         f"for it {t[TURN_WAIT]:.2f} s")
+                         f"each hand-in cost its GPU (its timing runs starting {t[TIMING_RUNS_STARTING]:.2f}, "
+                         f"waiting for the GPU alone {t[WAITING_FOR_GPU_ALONE]:.2f}, the GPU alone "
+                         f"{t[TURN_ALONE]:.2f}); waiting for it {t[WAITING_FOR_TURN]:.2f} s")
         for problem in run.not_graded[:5]:
             lines.append(f"  not graded on a GPU: {problem}")
         for lost in run.short[:5]:

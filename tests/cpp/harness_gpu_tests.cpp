@@ -345,10 +345,7 @@ TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
   EXPECT_LT(most, 2.0);
 }
 
-// The naive reference timed by the trusted harness on one square case of
-// `width` (inputs seed 5) as `timing` says, in `dir`: (its result, the
-// verdict on it), both checked to have run and passed.
-// One timing case of the naive part at width^3, its counters read where `metrics` are given.
+// One timing case of the naive part at width^3 (inputs seed 5), its counters read where `metrics` are given.
 CaseFile naive_timing_case(int width, const TimingSpec& timing, std::optional<std::vector<std::string>> metrics = {}) {
   CaseFile f;
   f.part = "naive";
@@ -359,6 +356,8 @@ CaseFile naive_timing_case(int width, const TimingSpec& timing, std::optional<st
   return f;
 }
 
+// The naive reference timed by the trusted harness on naive_timing_case(width,
+// timing), in `dir`: (its result, the verdict on it), both checked to have run and passed.
 std::pair<json, json> time_naive(const std::filesystem::path& dir, int width, const TimingSpec& timing) {
   const HarnessRun run = run_harness(reference("naive"), naive_timing_case(width, timing), dir, 300, true);
   EXPECT_EQ(run.process.exit_code, 0) << run.process.err;

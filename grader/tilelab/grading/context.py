@@ -165,9 +165,8 @@ def _held_sandbox(base: Sandbox) -> tuple:
     batch or a worker has (system/sandbox_users.py). Their clean-up between
     two gradings ends every process of their users, so a grading that ran
     as one of them would lose its runs. Where every user is held, the
-    grading runs as `base` beside them, and says so."""
-    if not base.switches_user:
-        return base, None, []
+    grading runs as `base` beside them, and says so. A `base` that switches
+    no user comes back as it is (hold_users)."""
     held = hold_one(base)
     if held is not None:
         return held.sandbox, held, []

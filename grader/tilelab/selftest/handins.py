@@ -339,10 +339,11 @@ def run_selftest(
     lock = GpuLock()
     # A sandbox user no other grader on this host holds (a batch's or a worker's clean-up ends every process of
     # theirs), shared by the self-test's own gradings; where every one is held, the base user beside them.
-    held = hold_one(sandbox_for_this_process())
+    base = sandbox_for_this_process()
+    held = hold_one(base)
     try:
-        return _run_hand_ins(hand_ins, held.sandbox if held else sandbox_for_this_process(), lock, root,
-                             build_dir, out_dir, jobs, assignment, echo)
+        return _run_hand_ins(hand_ins, held.sandbox if held else base, lock, root, build_dir, out_dir, jobs,
+                             assignment, echo)
     finally:
         if held is not None:
             held.release()

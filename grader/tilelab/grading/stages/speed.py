@@ -31,6 +31,9 @@ from ..runner import run_harness, verify, write_cases
 from ..scoring import CUBLAS, IMPOSSIBLE_FRACTION, give_up_ms, gflops, scored_time, zero_line_ms
 
 STOP_RULES = ("median", "one_call", "call_limit")  # grader/harness/core/timing.h
+# The timing turn's waits, each a phase of the grading's clock (TimingTurn).
+WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
+    "waiting for the timing turn", "timing runs starting", "waiting for the GPU alone")
 SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
                   "than that is ended. Make each call faster than the time named above: is all of the work in your "
                   "kernel, and does each thread do only its share of it?")
@@ -104,9 +107,9 @@ class TimingTurn:
     time() then holds the GPU alone and lets them through one after another,
     each with its verdict, before it is let go. While the turn is held no
     other grading's timing run is alive (system/gpu_lock.py). Its waits
-    are phases of their own: "waiting for the timing turn" (another grading
-    holds it), "timing runs starting" (until each is at its gate) and
-    "waiting for the GPU alone" (the runs beside them ending)."""
+    are phases of their own: WAITING_FOR_TURN (another grading holds it),
+    TIMING_RUNS_STARTING (until each is at its gate) and
+    WAITING_FOR_GPU_ALONE (the runs beside them ending)."""
 
     def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
         self._g = g
@@ -123,7 +126,7 @@ class TimingTurn:
         g = self._g
         try:
             # The turn first: no other grading's timing run is alive while these wait at their gates.
-            self._held.enter_context(g.held(g.gpu_lock.turn(), "waiting for the timing turn"))
+            self._held.enter_context(g.held(g.gpu_lock.turn(), WAITING_FOR_TURN))
             # The runs prepare beside whatever this grading does meanwhile (its cases, in a check).
             self._preparing = threading.Thread(target=self._prepare, name="tilelab-speed-prepare", daemon=True)
             self._preparing.start()
@@ -135,7 +138,7 @@ class TimingTurn:
     def _prepare(self) -> None:
         g = self._g
         try:
-            with g.held(g.gpu_lock.shared(), "waiting to share the GPU"), g.timed("timing runs starting"):
+            with g.held(g.gpu_lock.shared(), "waiting to share the GPU"), g.timed(TIMING_RUNS_STARTING):
                 image = _counter_image(g, self._ceilings, self._basis)
                 self._runs = [self._pool.submit(_time_part, g, s, self._ceilings, self._basis, gate, counters=image)
                               for s, gate in zip(self._parts, self._gates)]
@@ -162,7 +165,7 @@ class TimingTurn:
             _may_be_timed(s)
         if not timed:
             return
-        with g.held(g.gpu_lock.exclusive(), "waiting for the GPU alone"):
+        with g.held(g.gpu_lock.exclusive(), WAITING_FOR_GPU_ALONE):
             for gate, run in timed:
                 gate.give()
                 run.result()  # its verdict, and any retiming, before the next goes
