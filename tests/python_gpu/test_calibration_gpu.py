@@ -47,7 +47,10 @@ def test_the_references_are_timed_once_then_reused(build, device, assignment, ca
     assert timed == {(part, size) for part, part_sizes in sizes.items() for size in part_sizes} | cublas
     for s in first.speeds:
         assert len(s.runs) == assignment.speed.runs and min(s.runs) > 0
-        assert s.spread < 0.05, f"{s.part}: runs {s.runs} spread more than 5 %"
+        # Each reference is the median of its runs, so that one run disturbed
+        # (or slow to start) moves nothing: two runs at least agree with it.
+        near = [r for r in s.runs if abs(r - s.gflops) <= 0.05 * s.gflops]
+        assert len(near) >= 2, f"{s.part} {s.case}: fewer than two of the runs {s.runs} within 5 % of their median"
     started = time.monotonic()
     again, fresh = calibration.get_calibration(build, assignment, device, verify)
     reuse = time.monotonic() - started
