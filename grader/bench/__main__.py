@@ -11,7 +11,7 @@ from tilelab.errors import TilelabError
 from tilelab.operations import batch as batch_mod
 from tilelab.system.atomic import write_atomically
 
-from .class_bench import format_classes, run_classes, summarize
+from .class_bench import format_classes, format_stage_costs, run_classes, run_stage_costs, summarize
 from .grading_bench import format_bench, run_bench
 from .tree import built_tree, tree_options
 
@@ -24,20 +24,28 @@ from .tree import built_tree, tree_options
 @click.option("--class", "class_size", type=click.IntRange(min=1), default=None,
               help="Only the deadline's load: N complete, distinct hand-ins through tilelab batch on one GPU, "
                    "then N per GPU on all of them (class.json).")
+@click.option("--stage-costs", is_flag=True,
+              help="With --class: the class on one GPU with every stage, then without the speed stage, without "
+                   "compute-sanitizer and without both: what each stage costs a hand-in under that load.")
 def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
-         in_flight: int | None, class_size: int | None) -> None:
+         in_flight: int | None, class_size: int | None, stage_costs: bool) -> None:
     """Phases, the critical path, GPU time and throughput of gradings."""
+    if stage_costs and not class_size:
+        raise click.UsageError("--stage-costs measures a class: give --class N too")
+    try:
+        chosen = batch_mod.parse_gpus(gpus) if gpus is not None else None
+    except TilelabError as e:
+        raise click.UsageError(str(e)) from None
     root_path, build, out = built_tree(root, build_dir, out_dir, "bench")
-    chosen = batch_mod.parse_gpus(gpus) if gpus is not None else None
     if class_size:
+        measure, describe = (run_stage_costs, format_stage_costs) if stage_costs else (run_classes, format_classes)
         try:
-            runs = run_classes(root_path, build, out, class_size, chosen, in_flight,
-                               lambda m: click.echo(m, err=True))
+            runs = measure(root_path, build, out, class_size, chosen, in_flight, lambda m: click.echo(m, err=True))
         except TilelabError as e:
             raise click.ClickException(str(e)) from None
         write_atomically(out / "class.json", json.dumps(summarize(runs), indent=2) + "\n")
         click.echo(f"wrote {out / 'class.json'}")
-        click.echo(format_classes(runs))
+        click.echo(describe(runs))
         return
     try:
         result = run_bench(root_path, build, out, gpus=chosen,

@@ -4,7 +4,9 @@ GPU of the host: hand-ins an hour, per GPU, each grading's wall time (p50,
 p95), where the time of a grading went (its phases, the waits for the GPU
 among them), how long each held its GPU's timing turn against what each
 hand-in cost the GPU, how busy the CPUs and GPUs were, and the ratio of all
-GPUs to one. A benchmark: it asserts no time."""
+GPUs to one. With --stage-costs, the class on one GPU four times, with and
+without the speed stage and compute-sanitizer: what each costs a hand-in
+under a class's load. A benchmark: it asserts no time."""
 
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class ClassRun:
     not_graded: list = field(default_factory=list)  # "student: why"
     short: list = field(default_factory=list)  # "student: part points/max, ...": the solutions earn every point
     turn: dict = field(default_factory=dict)  # the GPU's timing turn, mean seconds a grading (turn_figures)
+    without: list = field(default_factory=list)  # stages left out (LEFT_OUT)
 
     @property
     def per_hour(self) -> float:
@@ -48,6 +51,11 @@ class ClassRun:
     def per_hour_per_gpu(self) -> float:
         return self.per_hour / max(1, len(self.gpus))
 
+    @property
+    def cost(self) -> float:
+        """What each hand-in cost its GPU: seconds of the class's wall time, per GPU."""
+        return self.wall_seconds * max(1, len(self.gpus)) / self.graded if self.graded else 0.0
+
     def percentile(self, share: float) -> float:
         return percentile(self.gradings, share)
 
@@ -56,6 +64,11 @@ class ClassRun:
                 "per_hour_per_gpu": round(self.per_hour_per_gpu, 1),
                 "p50_s": round(self.percentile(0.5), 2), "p95_s": round(self.percentile(0.95), 2)}
 
+
+# The stages a class may be graded without, to read what each costs (run_stage_costs).
+SPEED, SANITIZERS = "the speed stage", "compute-sanitizer"
+LEFT_OUT = (SPEED, SANITIZERS)
+_FOLDER_WORD = {SPEED: "speed", SANITIZERS: "sanitizers"}
 
 # What a grading's timing turn holds, in grading/stages/speed.py's phases:
 # the turn is taken, its timing runs start and reach their gates, the runs
@@ -86,17 +99,21 @@ def percentile(values: list, share: float) -> float:
 
 
 def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
-              log: Callable[[str], None]) -> ClassRun:
-    """`count` distinct complete hand-ins graded by `tilelab batch` on `gpus`."""
+              log: Callable[[str], None], without: tuple = ()) -> ClassRun:
+    """`count` distinct complete hand-ins graded by `tilelab batch` on
+    `gpus`, the stages `without` (LEFT_OUT) left out."""
     tag = f"{len(gpus)}gpu-{time.time_ns()}"
-    class_dir, results = out / f"class-{len(gpus)}gpu", out / f"results-{len(gpus)}gpu"
+    name = f"{len(gpus)}gpu" + "".join(f"-without-{_FOLDER_WORD[stage]}" for stage in without)
+    class_dir, results = out / f"class-{name}", out / f"results-{name}"
     distinct_hand_ins(root, count, class_dir, tag)
     shutil.rmtree(results, ignore_errors=True)
-    log(f"bench: {count} distinct complete hand-ins through tilelab batch on GPU {', '.join(gpus) or '(none)'}")
+    log(f"bench: {count} distinct complete hand-ins through tilelab batch on GPU {', '.join(gpus) or '(none)'}"
+        + (f", without {' and '.join(without)}" if without else ""))
     with MachineLoad() as load:
         clock = time.monotonic()
         summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
-                            live=False, log=log, in_flight=in_flight)
+                            live=False, log=log, in_flight=in_flight, sanitizers=SANITIZERS not in without,
+                            timing=SPEED not in without)
         wall = time.monotonic() - clock
     walls, phases, missing, short, turns = [], {}, [], [], []
     for row in summary.rows:
@@ -110,7 +127,7 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
         walls.append(float(detailed.get("seconds", 0.0)))
         lost = [f"{p['id']} {p['score']:g}/{p['max_score']:g}" for p in detailed.get("parts", [])
                 if p.get("score", 0) < p.get("max_score", 0)]
-        if lost:
+        if lost and not without:  # a stage left out earns nothing
             short.append(f"{row.student}: {', '.join(lost)}")
         for phase, seconds in detailed.get("timings", {}).items():
             phases[phase] = phases.get(phase, 0.0) + float(seconds)
@@ -122,7 +139,8 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
                     wall_seconds=round(wall, 2), gradings=[round(w, 2) for w in walls],
                     phases={p: round(s / n, 3) for p, s in sorted(phases.items(), key=lambda x: -x[1])},
                     load=load.figures(), not_graded=missing, short=short,
-                    turn={k: round(sum(t[k] for t in turns) / len(turns), 3) for k in turns[0]} if turns else {})
+                    turn={k: round(sum(t[k] for t in turns) / len(turns), 3) for k in turns[0]} if turns else {},
+                    without=list(without))
 
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
@@ -136,6 +154,42 @@ def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[l
     if len(gpus) > 1:
         runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log))
     return runs
+
+
+def run_stage_costs(root: Path, build: Path, out: Path, count: int, gpus: Optional[list],
+                    in_flight: Optional[int], log: Callable[[str], None]) -> list:
+    """The class on the first GPU with every stage, then without the speed
+    stage, without compute-sanitizer and without both (stage_costs)."""
+    gpus = (find_gpus() if gpus is None else list(gpus))[:1]
+    if not gpus:
+        raise TilelabError("--stage-costs measures what the stages cost a GPU, and this machine has none "
+                           "(nvidia-smi lists no GPU that CUDA_VISIBLE_DEVICES lets through)")
+    calibrate_each(root, build, gpus, log)
+    return [run_class(root, build, out, count, gpus, in_flight, log, without)
+            for without in ((), (SPEED,), (SANITIZERS,), (SPEED, SANITIZERS))]
+
+
+def stage_costs(runs: list) -> dict:
+    """What each left-out stage costs a hand-in (seconds of its GPU): the
+    class's cost with every stage less its cost without that one, and the
+    rest (build, cases, launch checks) the cost without both; None for a
+    figure whose runs are missing."""
+    cost = {tuple(r.without): round(r.cost, 3) for r in runs if r.graded}
+    whole = cost.get(())
+    found = {stage: round(whole - cost[(stage,)], 3) if whole and (stage,) in cost else None for stage in LEFT_OUT}
+    found["the rest"] = cost.get(LEFT_OUT)
+    found["every stage"] = whole
+    return found
+
+
+def format_stage_costs(runs: list) -> str:
+    costs = stage_costs(runs)
+    figures = ", ".join(f"{stage} {'-' if costs[stage] is None else f'{costs[stage]:.2f} s'}"
+                        for stage in (*LEFT_OUT, "the rest"))
+    whole = costs["every stage"]
+    return (format_classes(runs) + "\nwhat each stage costs a hand-in on one GPU under the class's load (its cost "
+            f"with every stage, less its cost without the stage): {figures}; with every stage "
+            + ("-" if whole is None else f"{whole:.2f} s"))
 
 
 def calibrate_each(root: Path, build: Path, gpus: list, log: Callable[[str], None]) -> None:
@@ -158,7 +212,8 @@ def format_classes(runs: list) -> str:
         load = run.load
         gpu_busy = ", ".join(f"GPU {i} {100 * b:.0f} %" for i, b in sorted(load.get("gpu_busy", {}).items()))
         lines.append(
-            f"- {len(run.gpus)} GPU{'s' if len(run.gpus) != 1 else ''} ({run.in_flight} in flight each): "
+            f"- {len(run.gpus)} GPU{'s' if len(run.gpus) != 1 else ''} ({run.in_flight} in flight each"
+            + "".join(f", without {stage}" for stage in run.without) + "): "
             f"{run.graded} of {run.hand_ins} graded in {run.wall_seconds:.1f} s = {run.per_hour:,.0f} an hour, "
             f"{run.per_hour_per_gpu:,.0f} per GPU; a grading p50 {run.percentile(0.5):.1f} s, p95 "
             f"{run.percentile(0.95):.1f} s; CPUs busy {100 * load.get('cpu_busy', 0):.0f} % (saturated "
@@ -167,8 +222,7 @@ def format_classes(runs: list) -> str:
                      + ", ".join(f"{p} {s:.2f}" for p, s in run.phases.items()))
         if run.turn and run.graded:
             # What each hand-in cost its GPU, against how long its grading held that GPU's timing turn.
-            cost = run.wall_seconds * len(run.gpus) / run.graded
-            t = run.turn
+            t, cost = run.turn, run.cost
             lines.append(f"  the GPU's timing turn, mean a grading: held {t[TURN_HELD]:.2f} s of the {cost:.2f} s "
                          f"each hand-in cost its GPU (its timing runs starting {t[TIMING_RUNS_STARTING]:.2f}, "
                          f"waiting for the GPU alone {t[WAITING_FOR_GPU_ALONE]:.2f}, the GPU alone "
@@ -177,7 +231,7 @@ def format_classes(runs: list) -> str:
             lines.append(f"  not graded on a GPU: {problem}")
         for lost in run.short[:5]:
             lines.append(f"  points lost by a copy of the solutions: {lost}")
-    if len(runs) > 1 and runs[0].per_hour > 0:
+    if len(runs) > 1 and len(runs[1].gpus) > 1 and runs[0].per_hour > 0:
         lines.append(f"{len(runs[1].gpus)} GPUs grade {runs[1].per_hour / runs[0].per_hour:.2f} x one GPU "
                      f"({runs[1].per_hour_per_gpu / runs[0].per_hour:.2f} of one GPU's rate per GPU)")
     return "\n".join(lines)
@@ -185,7 +239,9 @@ def format_classes(runs: list) -> str:
 
 def summarize(runs: list) -> dict:
     found = {"runs": [r.to_dict() for r in runs]}
-    if len(runs) > 1 and runs[0].per_hour > 0:
+    if len(runs) > 1 and len(runs[1].gpus) > 1 and runs[0].per_hour > 0:
         found["ratio_to_one_gpu"] = round(runs[1].per_hour / runs[0].per_hour, 3)
+    if any(r.without for r in runs):
+        found["stage_costs"] = stage_costs(runs)
     return found
 

@@ -2,7 +2,12 @@
 phase timings of a real run: `scripts/bench` on the 2-core CPU machine
 (no GPU), 40 hand-ins, 2 workers, 126.3 s wall, 2026-11-22."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from bench.grading_bench import BenchResult, covered, default_hand_ins, format_bench, timeline
 
@@ -124,3 +129,46 @@ def test_a_gradings_timing_turn_is_read_from_its_phases():
     text = format_classes([run])
     assert "held 7.80 s of the 8.40 s each hand-in cost its GPU" in text
     assert "waiting for it 0.50 s" in text
+
+
+def test_what_each_stage_costs_a_hand_in_follows_from_the_classes_without_it():
+    """The class of 12 on the H100 with every stage, without the speed
+    stage, without compute-sanitizer and without both (their wall times)."""
+    from bench.class_bench import SANITIZERS, SPEED, ClassRun, format_stage_costs, stage_costs, summarize
+
+    def run(wall: float, *without: str) -> ClassRun:
+        return ClassRun(gpus=["0"], in_flight=3, hand_ins=12, graded=12, wall_seconds=wall, gradings=[20.0] * 12,
+                        phases={"build": 4.0}, without=list(without), short=[] if without else ["s001: naive 0/15"])
+
+    runs = [run(107.8), run(59.1, SPEED), run(90.5, SANITIZERS), run(43.3, SPEED, SANITIZERS)]
+    costs = stage_costs(runs)
+    assert costs == {SPEED: 4.058, SANITIZERS: 1.441, "the rest": 3.608, "every stage": 8.983}
+    text = format_stage_costs(runs)
+    assert "(3 in flight each, without the speed stage, without compute-sanitizer): 12 of 12" in text
+    assert "the speed stage 4.06 s, compute-sanitizer 1.44 s, the rest 3.61 s; with every stage 8.98 s" in text
+    assert "x one GPU" not in text  # the four ran on the same GPU
+    assert summarize(runs)["stage_costs"][SPEED] == 4.058 and "ratio_to_one_gpu" not in summarize(runs)
+    assert stage_costs(runs[:1])[SPEED] is None and "the speed stage -," in format_stage_costs(runs[:1])
+
+
+def bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", "--root", str(ROOT), *args], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "grader")))
+
+
+def test_stage_costs_are_asked_for_with_a_class_and_bad_gpus_are_said_plainly(tmp_path):
+    result = bench("--build", str(tmp_path), "--stage-costs")
+    assert result.returncode == 2 and "--stage-costs measures a class: give --class N too" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = bench("--build", str(tmp_path), "--gpus", "0,0", "--class", "1")
+    assert result.returncode == 2 and "--gpus '0,0' names a GPU twice" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_stage_costs_need_a_gpu(tmp_path):
+    from bench.class_bench import run_stage_costs
+    from tilelab.errors import TilelabError
+
+    with pytest.raises(TilelabError, match="measures what the stages cost a GPU, and this machine has none"):
+        run_stage_costs(ROOT, ROOT / "build", tmp_path, 1, [], None, print)
+    assert not any(tmp_path.iterdir())  # nothing was graded

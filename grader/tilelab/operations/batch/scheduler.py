@@ -207,6 +207,8 @@ def run_batch(
     sandbox: Optional[Sandbox] = None,
     live: Optional[bool] = None,
     log: Optional[Callable[[str], None]] = None,
+    sanitizers: bool = True,
+    timing: bool = True,
 ) -> BatchSummary:
     """Grades every student of `class_dir` into `out_dir`.
 
@@ -218,6 +220,9 @@ def run_batch(
       tests pass Sandbox() to grade as themselves. Not a command-line option.
     live: a rich progress display on stderr (default: when stderr is a terminal);
       otherwise plain lines go to `log` (default: stderr).
+    sanitizers, timing: whether those stages run (off, they show as not run):
+      what a class costs without them (scripts/bench --class N --stage-costs).
+      Only with force: such a grading must not stand for a whole one later.
     """
     clock = time.monotonic()
     class_dir, out_dir = _check_dirs(class_dir, out_dir)
@@ -226,6 +231,8 @@ def run_batch(
     unbuilt = unbuilt_reason(build_dir)
     if unbuilt:
         raise BatchError(unbuilt)
+    if not (sanitizers and timing) and not force:
+        raise ValueError("a batch that leaves stages out grades every student again (force=True)")
     jobs = gradings_at_once() if jobs is None else jobs
     if jobs < 1 or (in_flight is not None and in_flight < 1):
         raise BatchError("--jobs and --in-flight must be at least 1")
@@ -245,7 +252,8 @@ def run_batch(
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = _ClassGrading(
         options=GradeOptions.for_tree(root, build_dir, out_dir, jobs=build_jobs_each(len(workers)),
-                                      answer_key=Path(answer_key).resolve() if answer_key else None),
+                                      answer_key=Path(answer_key).resolve() if answer_key else None,
+                                      sanitizers=sanitizers, timing=timing),
         part_ids=part_ids, assignment_name=assignment.name, leaderboard_key=_alias_key(assignment, out_dir))
     gradebook = out_dir / GRADEBOOK_FILE
 
