@@ -707,3 +707,13 @@ def test_a_graded_class_is_ranked_by_likeness_and_its_report_lists_the_pairs(tmp
     assert "Similar hand-ins" in page and "never proof" in page and 'href="similarity.html"' in page
     assert (out / "similarity.html").is_file()
     assert "its own files" in next(r.status for r in summary.rows if r.student == "similarity.html")
+
+
+def test_a_batch_that_leaves_stages_out_grades_everyone_again(tmp_path):
+    """Such a grading (scripts/bench --class N --stage-costs) must not stand
+    for a whole one in a later batch, which keeps what it graded before."""
+    for left_out in ({"sanitizers": False}, {"timing": False}):
+        with pytest.raises(ValueError, match="grades every student again"):
+            run_batch(tmp_path / "class", root=ROOT, build_dir=tmp_path / "build", out_dir=tmp_path / "out",
+                      **left_out)
+    assert not any(tmp_path.iterdir())

@@ -224,6 +224,8 @@ def run_batch(
       what a class costs without them (scripts/bench --class N --stage-costs).
       Only with force: such a grading must not stand for a whole one later.
     """
+    if not (sanitizers and timing) and not force:
+        raise ValueError("a batch that leaves stages out grades every student again (force=True)")
     clock = time.monotonic()
     class_dir, out_dir = _check_dirs(class_dir, out_dir)
     root, build_dir = Path(root).resolve(), Path(build_dir).resolve()
@@ -231,8 +233,6 @@ def run_batch(
     unbuilt = unbuilt_reason(build_dir)
     if unbuilt:
         raise BatchError(unbuilt)
-    if not (sanitizers and timing) and not force:
-        raise ValueError("a batch that leaves stages out grades every student again (force=True)")
     jobs = gradings_at_once() if jobs is None else jobs
     if jobs < 1 or (in_flight is not None and in_flight < 1):
         raise BatchError("--jobs and --in-flight must be at least 1")
