@@ -255,6 +255,24 @@ def test_a_grading_that_finds_every_user_held_runs_as_the_first_and_says_so(tmp_
             held.release()
 
 
+
+def test_a_self_test_that_finds_every_user_held_says_so(tmp_path):
+    """Its gradings then run as the first user, beside the graders that hold it."""
+    from tilelab.selftest.handins import run_selftest
+
+    base = root_sandbox()
+    every = hold_users(base, 10_000)  # as other graders would
+    said = []
+    try:
+        rows, _ = run_selftest(ROOT, built_tree(), tmp_path / "out", names=("answers-all-correct",), jobs=1,
+                               echo=said.append)
+    finally:
+        for held in every:
+            held.release()
+    assert any("no sandbox user of this host was free to hold" in line
+               and f"the self-test's gradings run as {base.user}" in line for line in said), said
+    assert rows and all(row.ok for row in rows)
+
 def test_a_held_users_leftovers_are_ended_before_it_grades(tmp_path):
     base = sandbox_for_this_process()
     if not base.switches_user:

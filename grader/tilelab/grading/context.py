@@ -19,7 +19,7 @@ from ..system import owned_dirs
 from ..system.gpu_lock import GpuLock
 from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, tool_path, unbuilt_reason
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
-from ..system.sandbox_users import HeldSandbox, hold_one
+from ..system.sandbox_users import HeldSandbox, hold_one, no_user_free
 from ..system.setup_errors import SetupError
 from . import calibration
 from .answers_file import ANSWERS_FILE
@@ -170,9 +170,7 @@ def _held_sandbox(base: Sandbox) -> tuple:
     held = hold_one(base)
     if held is not None:
         return held.sandbox, held, []
-    return base, None, [f"no sandbox user of this host was free to hold (another grader holds each, or the lock "
-                        f"folder cannot be written): this grading ran as {base.user}, which another grader may hold "
-                        "(scripts/secure-checkout makes more users)"]
+    return base, None, [no_user_free(base.user, "this grading ran")]
 
 
 @dataclass

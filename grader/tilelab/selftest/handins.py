@@ -29,7 +29,7 @@ from ..system.cpu_share import gradings_at_once
 from ..system.gpu_lock import GpuLock
 from ..system.paths import answer_key_path
 from ..system.sandbox import sandbox_for_this_process
-from ..system.sandbox_users import hold_one
+from ..system.sandbox_users import hold_one, no_user_free
 
 VERDICTS = ("pass", "slow", "fail")
 SPEEDS = ("full", "partial", "none")
@@ -341,6 +341,8 @@ def run_selftest(
     # theirs), shared by the self-test's own gradings; where every one is held, the base user beside them.
     base = sandbox_for_this_process()
     held = hold_one(base)
+    if held is None:
+        echo(no_user_free(base.user, "the self-test's gradings run"))
     try:
         return _run_hand_ins(hand_ins, held.sandbox if held else base, lock, root, build_dir, out_dir, jobs,
                              assignment, echo)

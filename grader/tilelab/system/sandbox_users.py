@@ -87,6 +87,13 @@ def hold_one(base: Sandbox) -> Optional[HeldSandbox]:
     return found[0] if found else None
 
 
+def no_user_free(user: str, who: str) -> str:
+    """What a grader says where hold_one found no user free and `who` (in
+    words: "this grading ran") as the base `user` beside other graders."""
+    return (f"no sandbox user of this host was free to hold (another grader holds each, or the lock folder cannot "
+            f"be written): {who} as {user}, which another grader may hold (scripts/secure-checkout makes more users)")
+
+
 def _try_lock(path: Path) -> Optional[IO]:
     lock = open(path, "a")
     try:
