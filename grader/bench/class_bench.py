@@ -54,7 +54,7 @@ class ClassRun:
     @property
     def cost(self) -> float:
         """What each hand-in cost its GPU: seconds of the class's wall time, per GPU."""
-        return self.wall_seconds * max(1, len(self.gpus)) / self.graded if self.graded else 0.0
+        return 3600.0 / self.per_hour_per_gpu if self.per_hour_per_gpu else 0.0
 
     def percentile(self, share: float) -> float:
         return percentile(self.gradings, share)
@@ -174,22 +174,22 @@ def stage_costs(runs: list) -> dict:
     class's cost with every stage less its cost without that one, and the
     rest (build, cases, launch checks) the cost without both; None for a
     figure whose runs are missing."""
-    cost = {tuple(r.without): round(r.cost, 3) for r in runs if r.graded}
-    whole = cost.get(())
-    found = {stage: round(whole - cost[(stage,)], 3) if whole and (stage,) in cost else None for stage in LEFT_OUT}
-    found["the rest"] = cost.get(LEFT_OUT)
+    cost = {frozenset(r.without): round(r.cost, 3) for r in runs if r.graded}
+    whole = cost.get(frozenset())
+    found = {stage: round(whole - cost[frozenset({stage})], 3) if whole and frozenset({stage}) in cost else None
+             for stage in LEFT_OUT}
+    found["the rest"] = cost.get(frozenset(LEFT_OUT))
     found["every stage"] = whole
     return found
 
 
 def format_stage_costs(runs: list) -> str:
     costs = stage_costs(runs)
-    figures = ", ".join(f"{stage} {'-' if costs[stage] is None else f'{costs[stage]:.2f} s'}"
-                        for stage in (*LEFT_OUT, "the rest"))
-    whole = costs["every stage"]
+    said = {name: "-" if s is None else f"{s:.2f} s" for name, s in costs.items()}
     return (format_classes(runs) + "\nwhat each stage costs a hand-in on one GPU under the class's load (its cost "
-            f"with every stage, less its cost without the stage): {figures}; with every stage "
-            + ("-" if whole is None else f"{whole:.2f} s"))
+            "with every stage, less its cost without the stage): "
+            + ", ".join(f"{stage} {said[stage]}" for stage in (*LEFT_OUT, "the rest"))
+            + f"; with every stage {said['every stage']}")
 
 
 def calibrate_each(root: Path, build: Path, gpus: list, log: Callable[[str], None]) -> None:
@@ -231,16 +231,25 @@ def format_classes(runs: list) -> str:
             lines.append(f"  not graded on a GPU: {problem}")
         for lost in run.short[:5]:
             lines.append(f"  points lost by a copy of the solutions: {lost}")
-    if len(runs) > 1 and len(runs[1].gpus) > 1 and runs[0].per_hour > 0:
-        lines.append(f"{len(runs[1].gpus)} GPUs grade {runs[1].per_hour / runs[0].per_hour:.2f} x one GPU "
-                     f"({runs[1].per_hour_per_gpu / runs[0].per_hour:.2f} of one GPU's rate per GPU)")
+    ratio = ratio_to_one_gpu(runs)
+    if ratio is not None:
+        lines.append(f"{len(runs[1].gpus)} GPUs grade {ratio:.2f} x one GPU "
+                     f"({ratio / len(runs[1].gpus):.2f} of one GPU's rate per GPU)")
     return "\n".join(lines)
+
+
+def ratio_to_one_gpu(runs: list) -> Optional[float]:
+    """The class on all GPUs (run_classes' second run) against one; None where there was no second GPU."""
+    if len(runs) > 1 and len(runs[1].gpus) > 1 and runs[0].per_hour > 0:
+        return runs[1].per_hour / runs[0].per_hour
+    return None
 
 
 def summarize(runs: list) -> dict:
     found = {"runs": [r.to_dict() for r in runs]}
-    if len(runs) > 1 and len(runs[1].gpus) > 1 and runs[0].per_hour > 0:
-        found["ratio_to_one_gpu"] = round(runs[1].per_hour / runs[0].per_hour, 3)
+    ratio = ratio_to_one_gpu(runs)
+    if ratio is not None:
+        found["ratio_to_one_gpu"] = round(ratio, 3)
     if any(r.without for r in runs):
         found["stage_costs"] = stage_costs(runs)
     return found

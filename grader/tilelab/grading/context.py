@@ -19,7 +19,7 @@ from ..system import owned_dirs
 from ..system.gpu_lock import GpuLock
 from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, tool_path, unbuilt_reason
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
-from ..system.sandbox_users import HeldSandbox, hold_one, no_user_free
+from ..system.sandbox_users import HeldSandbox, hold_one_or_base
 from ..system.setup_errors import SetupError
 from . import calibration
 from .answers_file import ANSWERS_FILE
@@ -167,10 +167,8 @@ def _held_sandbox(base: Sandbox) -> tuple:
     as one of them would lose its runs. Where every user is held, the
     grading runs as `base` beside them, and says so. A `base` that switches
     no user comes back as it is (hold_users)."""
-    held = hold_one(base)
-    if held is not None:
-        return held.sandbox, held, []
-    return base, None, [no_user_free(base.user, "this grading ran")]
+    sandbox, held, note = hold_one_or_base(base, "this grading ran")
+    return sandbox, held, [note] if note else []
 
 
 @dataclass

@@ -29,7 +29,7 @@ from ..system.cpu_share import gradings_at_once
 from ..system.gpu_lock import GpuLock
 from ..system.paths import answer_key_path
 from ..system.sandbox import sandbox_for_this_process
-from ..system.sandbox_users import hold_one, no_user_free
+from ..system.sandbox_users import hold_one_or_base
 
 VERDICTS = ("pass", "slow", "fail")
 SPEEDS = ("full", "partial", "none")
@@ -339,13 +339,11 @@ def run_selftest(
     lock = GpuLock()
     # A sandbox user no other grader on this host holds (a batch's or a worker's clean-up ends every process of
     # theirs), shared by the self-test's own gradings; where every one is held, the base user beside them.
-    base = sandbox_for_this_process()
-    held = hold_one(base)
-    if held is None:
-        echo(no_user_free(base.user, "the self-test's gradings run"))
+    sandbox, held, note = hold_one_or_base(sandbox_for_this_process(), "the self-test's gradings run")
+    if note:
+        echo(note)
     try:
-        return _run_hand_ins(hand_ins, held.sandbox if held else base, lock, root, build_dir, out_dir, jobs,
-                             assignment, echo)
+        return _run_hand_ins(hand_ins, sandbox, lock, root, build_dir, out_dir, jobs, assignment, echo)
     finally:
         if held is not None:
             held.release()

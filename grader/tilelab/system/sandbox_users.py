@@ -87,11 +87,17 @@ def hold_one(base: Sandbox) -> Optional[HeldSandbox]:
     return found[0] if found else None
 
 
-def no_user_free(user: str, who: str) -> str:
-    """What a grader says where hold_one found no user free and `who` (in
-    words: "this grading ran") as the base `user` beside other graders."""
-    return (f"no sandbox user of this host was free to hold (another grader holds each, or the lock folder cannot "
-            f"be written): {who} as {user}, which another grader may hold (scripts/secure-checkout makes more users)")
+def hold_one_or_base(base: Sandbox, who: str) -> tuple:
+    """(sandbox, its HeldSandbox or None, what to say or None): a user of
+    base's that no other grader holds (hold_one), else `base` itself beside
+    the graders that hold it, and why, in words whose subject is `who`
+    ("this grading ran")."""
+    held = hold_one(base)
+    if held is not None:
+        return held.sandbox, held, None
+    return base, None, (f"no sandbox user of this host was free to hold (another grader holds each, or the lock "
+                        f"folder cannot be written): {who} as {base.user}, which another grader may hold "
+                        "(scripts/secure-checkout makes more users)")
 
 
 def _try_lock(path: Path) -> Optional[IO]:
