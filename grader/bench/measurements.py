@@ -80,6 +80,7 @@ class GpuSuiteSummary:
     rows: list
     machine: str = ""
     date: str = ""
+    commit: str = ""  # what ran, where the summary or the command says
     score: Optional[tuple] = None  # (score, max) of the first of the gradings
     walls: list = field(default_factory=list)  # seconds of each grading
     where: str = ""  # where the first grading's time went, as printed
@@ -120,6 +121,8 @@ def parse_gpu_suite(text: str) -> GpuSuiteSummary:
             summary.machine = fields[0] + (f", driver {fields[1]}" if len(fields) > 1 and fields[1] else "")
         elif line.startswith("date: "):
             summary.date = line[len("date: "):].strip()
+        elif line.startswith("commit: "):
+            summary.commit = line[len("commit: "):].strip()
         elif _SCORE_RE.match(line):
             m = _SCORE_RE.match(line)
             summary.score, summary.where = (float(m["score"]), float(m["max"])), m["where"] or ""
@@ -143,7 +146,8 @@ def render_gpu_suite(s: GpuSuiteSummary) -> str:
     if s.where:
         totals.append(f"where the first went: {s.where}")
     gradings = f"{s.gradings} grading{'s' if s.gradings != 1 else ''}"
-    lines = [_dated(s.machine, s.date), "", "; ".join(totals) + ".", "",
+    dated = _dated(s.machine, s.date) + (f" Commit: {s.commit}." if s.commit else "")
+    lines = [dated, "", "; ".join(totals) + ".", "",
              f"| part | points | GFLOP/s over the {gradings} | reference GFLOP/s | spread of the speed points |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for r in s.rows:
@@ -236,11 +240,13 @@ def read_summary(path: Path) -> str:
 
 
 def update(page: str, gpu_suite: Optional[str] = None, bench: Optional[dict] = None,
-           machine: str = "", date: str = "", bench_check: Optional[dict] = None) -> str:
-    """`page` with the blocks of the sources given rewritten."""
+           machine: str = "", date: str = "", bench_check: Optional[dict] = None, commit: str = "") -> str:
+    """`page` with the blocks of the sources given rewritten; `machine`,
+    `date` and `commit` stand where a source does not say."""
     if gpu_suite is not None:
         summary = parse_gpu_suite(gpu_suite)
         summary.machine, summary.date = summary.machine or machine, summary.date or date
+        summary.commit = summary.commit or commit
         page = replace_block(page, "gpu-suite", render_gpu_suite(summary))
     if bench is not None:
         page = replace_block(page, "bench", render_bench(bench, machine, date))
@@ -264,6 +270,8 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC, help="the page to rewrite (default: %(default)s)")
     parser.add_argument("--machine", default="", help="the machine, where a source does not name it")
     parser.add_argument("--date", default=None, help="the date, where a source does not say it (default: today)")
+    parser.add_argument("--commit", default="", help="the commit gpu-suite ran, where its summary does not say it "
+                                                     "(a GPU machine's copy of the tree may have no .git)")
     args = parser.parse_args(argv)
     if args.gpu_suite is None and args.bench is None and args.bench_check is None:
         parser.error("give --gpu-suite FILE, --bench FILE, --bench-check FILE, or several")
@@ -272,7 +280,7 @@ def main(argv: Optional[list] = None) -> int:
         page = args.doc.read_bytes().decode("utf-8")
         summary = read_summary(args.gpu_suite) if args.gpu_suite else None
         bench, bench_check = (_read_json(path) for path in (args.bench, args.bench_check))
-        new = update(page, summary, bench, args.machine, date, bench_check)
+        new = update(page, summary, bench, args.machine, date, bench_check, args.commit)
     except (OSError, MeasurementsError) as e:
         print(f"measurements: {args.doc}: {e}", file=sys.stderr)
         return 1

@@ -79,6 +79,17 @@ def test_the_gpu_suite_table_becomes_the_block():
     assert "41,043" not in block and "7,374" not in block  # the target column stays in the summary
 
 
+def test_the_block_names_the_commit_the_summary_or_the_command_gives():
+    named = parse_gpu_suite(SUMMARY_1C9A882.replace("date: 2026-11-24\n", "date: 2026-11-24\ncommit: 1c9a882\n"))
+    assert named.commit == "1c9a882"
+    assert measurements.render_gpu_suite(named).startswith(
+        "Machine: NVIDIA H100 80GB HBM3. Date: 2026-11-24. Commit: 1c9a882.\n")
+    given = update(PAGE, gpu_suite=SUMMARY_1C9A882, commit="1c9a882")
+    assert "Date: 2026-11-24. Commit: 1c9a882.\n" in given
+    unnamed = update(PAGE, gpu_suite=SUMMARY_1C9A882)
+    assert "Date: 2026-11-24.\n" in unnamed and "Commit" not in unnamed
+
+
 def test_the_score_and_wall_lines_above_the_table_are_kept():
     summary = parse_gpu_suite(SUMMARY_2026_11_21)
     assert summary.score == (100, 100) and summary.walls == [25.0, 23.3, 23.4, 23.8, 23.5]
