@@ -131,8 +131,10 @@ def parse_gpu_suite(text: str) -> GpuSuiteSummary:
     return summary
 
 
-def _dated(machine: str, date: str) -> str:
-    return f"Machine: {machine or 'not recorded'}. Date: {date or 'not recorded'}."
+def _dated(machine: str, date: str, commit: str = "") -> str:
+    """The block's first line: what it ran on, when, and (where said) at which commit."""
+    return (f"Machine: {machine or 'not recorded'}. Date: {date or 'not recorded'}."
+            + (f" Commit: {commit}." if commit else ""))
 
 
 def render_gpu_suite(s: GpuSuiteSummary) -> str:
@@ -146,8 +148,7 @@ def render_gpu_suite(s: GpuSuiteSummary) -> str:
     if s.where:
         totals.append(f"where the first went: {s.where}")
     gradings = f"{s.gradings} grading{'s' if s.gradings != 1 else ''}"
-    dated = _dated(s.machine, s.date) + (f" Commit: {s.commit}." if s.commit else "")
-    lines = [dated, "", "; ".join(totals) + ".", "",
+    lines = [_dated(s.machine, s.date, s.commit), "", "; ".join(totals) + ".", "",
              f"| part | points | GFLOP/s over the {gradings} | reference GFLOP/s | spread of the speed points |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for r in s.rows:

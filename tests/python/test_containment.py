@@ -255,7 +255,6 @@ def test_a_grading_that_finds_every_user_held_runs_as_the_first_and_says_so(tmp_
             held.release()
 
 
-
 def test_a_self_test_that_finds_every_user_held_says_so(tmp_path):
     """Its gradings then run as the first user, beside the graders that hold it."""
     from tilelab.selftest.handins import run_selftest
@@ -272,6 +271,7 @@ def test_a_self_test_that_finds_every_user_held_says_so(tmp_path):
     assert any("no sandbox user of this host was free to hold" in line
                and f"the self-test's gradings run as {base.user}" in line for line in said), said
     assert rows and all(row.ok for row in rows)
+
 
 def test_a_held_users_leftovers_are_ended_before_it_grades(tmp_path):
     base = sandbox_for_this_process()
