@@ -11,7 +11,7 @@ from tilelab.errors import TilelabError
 from tilelab.operations import batch as batch_mod
 from tilelab.system.atomic import write_atomically
 
-from .class_bench import format_classes, format_stage_costs, run_classes, run_stage_costs, summarize
+from .class_bench import WITHOUT, format_classes, format_stage_costs, run_classes, run_stage_costs, summarize
 from .grading_bench import format_bench, run_bench
 from .tree import built_tree, tree_options
 
@@ -27,20 +27,30 @@ from .tree import built_tree, tree_options
 @click.option("--stage-costs", is_flag=True,
               help="With --class: the class on one GPU with every stage, then without the speed stage, without "
                    "compute-sanitizer and without both: what each stage costs a hand-in under that load.")
+@click.option("--without", "left_out", type=click.Choice(sorted(WITHOUT)), multiple=True,
+              help="With --class: every grading leaves this stage out (repeatable), to read what it costs a "
+                   "class beside a run with it.")
 def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
-         in_flight: int | None, class_size: int | None, stage_costs: bool) -> None:
+         in_flight: int | None, class_size: int | None, stage_costs: bool, left_out: tuple) -> None:
     """Phases, the critical path, GPU time and throughput of gradings."""
     if stage_costs and not class_size:
         raise click.UsageError("--stage-costs measures a class: give --class N too")
+    if left_out and (not class_size or stage_costs):
+        raise click.UsageError("--without leaves stages out of a class: give --class N, and no --stage-costs")
     try:
         chosen = batch_mod.parse_gpus(gpus) if gpus is not None else None
     except TilelabError as e:
         raise click.UsageError(str(e)) from None
     root_path, build, out = built_tree(root, build_dir, out_dir, "bench")
     if class_size:
-        measure, describe = (run_stage_costs, format_stage_costs) if stage_costs else (run_classes, format_classes)
+        log = lambda m: click.echo(m, err=True)  # noqa: E731
+        describe = format_stage_costs if stage_costs else format_classes
         try:
-            runs = measure(root_path, build, out, class_size, chosen, in_flight, lambda m: click.echo(m, err=True))
+            if stage_costs:
+                runs = run_stage_costs(root_path, build, out, class_size, chosen, in_flight, log)
+            else:
+                runs = run_classes(root_path, build, out, class_size, chosen, in_flight, log,
+                                   tuple(WITHOUT[word] for word in left_out))
         except TilelabError as e:
             raise click.ClickException(str(e)) from None
         write_atomically(out / "class.json", json.dumps(summarize(runs), indent=2) + "\n")

@@ -6,7 +6,8 @@ among them), how long each held its GPU's timing turn against what each
 hand-in cost the GPU, how busy the CPUs and GPUs were, and the ratio of all
 GPUs to one. With --stage-costs, the class on one GPU four times, with and
 without the speed stage and compute-sanitizer: what each costs a hand-in
-under a class's load. A benchmark: it asserts no time."""
+under a class's load; with --without, the class with the stages named left
+out (the hardware counters among them). A benchmark: it asserts no time."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class ClassRun:
     not_graded: list = field(default_factory=list)  # "student: why"
     short: list = field(default_factory=list)  # "student: part points/max, ...": the solutions earn every point
     turn: dict = field(default_factory=dict)  # the GPU's timing turn, mean seconds a grading (turn_figures)
-    without: list = field(default_factory=list)  # stages left out (LEFT_OUT)
+    without: list = field(default_factory=list)  # stages left out (WITHOUT)
 
     @property
     def per_hour(self) -> float:
@@ -65,10 +66,13 @@ class ClassRun:
                 "p50_s": round(self.percentile(0.5), 2), "p95_s": round(self.percentile(0.95), 2)}
 
 
-# The stages a class may be graded without, to read what each costs (run_stage_costs).
-SPEED, SANITIZERS = "the speed stage", "compute-sanitizer"
+# The stages a class may be graded without (run_class), by the word `--without` takes; stage costs
+# leaves out the first two (run_stage_costs). The counters change no points: a class without them
+# must still earn every one.
+SPEED, SANITIZERS, COUNTERS = "the speed stage", "compute-sanitizer", "the hardware counters"
+WITHOUT = {"speed": SPEED, "sanitizers": SANITIZERS, "counters": COUNTERS}
 LEFT_OUT = (SPEED, SANITIZERS)
-_FOLDER_WORD = {SPEED: "speed", SANITIZERS: "sanitizers"}
+_FOLDER_WORD = {stage: word for word, stage in WITHOUT.items()}
 
 # What a grading's timing turn holds, in grading/stages/speed.py's phases:
 # the turn is taken, its timing runs start and reach their gates, the runs
@@ -101,7 +105,7 @@ def percentile(values: list, share: float) -> float:
 def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
               log: Callable[[str], None], without: tuple = ()) -> ClassRun:
     """`count` distinct complete hand-ins graded by `tilelab batch` on
-    `gpus`, the stages `without` (LEFT_OUT) left out."""
+    `gpus`, the stages `without` (WITHOUT) left out."""
     tag = f"{len(gpus)}gpu-{time.time_ns()}"
     name = f"{len(gpus)}gpu" + "".join(f"-without-{_FOLDER_WORD[stage]}" for stage in without)
     class_dir, results = out / f"class-{name}", out / f"results-{name}"
@@ -113,7 +117,7 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
         clock = time.monotonic()
         summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
                             live=False, log=log, in_flight=in_flight, sanitizers=SANITIZERS not in without,
-                            timing=SPEED not in without)
+                            timing=SPEED not in without, counters=COUNTERS not in without)
         wall = time.monotonic() - clock
     walls, phases, missing, short, turns = [], {}, [], [], []
     for row in summary.rows:
@@ -127,7 +131,7 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
         walls.append(float(detailed.get("seconds", 0.0)))
         lost = [f"{p['id']} {p['score']:g}/{p['max_score']:g}" for p in detailed.get("parts", [])
                 if p.get("score", 0) < p.get("max_score", 0)]
-        if lost and not without:  # a stage left out earns nothing
+        if lost and not set(without) & set(LEFT_OUT):  # a stage left out earns nothing
             short.append(f"{row.student}: {', '.join(lost)}")
         for phase, seconds in detailed.get("timings", {}).items():
             phases[phase] = phases.get(phase, 0.0) + float(seconds)
@@ -144,15 +148,16 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
 
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
-                log: Callable[[str], None]) -> list:
+                log: Callable[[str], None], without: tuple = ()) -> list:
     """The class on the first GPU alone, then on all of them (when there are
     several), each GPU calibrated first: a deadline's gradings find their
-    GPU's calibration made, and a run that made one would count it."""
+    GPU's calibration made, and a run that made one would count it.
+    `without`: the stages (WITHOUT) every grading leaves out."""
     gpus = find_gpus() if gpus is None else list(gpus)
     calibrate_each(root, build, gpus, log)
-    runs = [run_class(root, build, out, count, gpus[:1], in_flight, log)]
+    runs = [run_class(root, build, out, count, gpus[:1], in_flight, log, without)]
     if len(gpus) > 1:
-        runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log))
+        runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log, without))
     return runs
 
 
@@ -250,7 +255,7 @@ def summarize(runs: list) -> dict:
     ratio = ratio_to_one_gpu(runs)
     if ratio is not None:
         found["ratio_to_one_gpu"] = round(ratio, 3)
-    if any(r.without for r in runs):
+    if any(set(r.without) & set(LEFT_OUT) for r in runs):
         found["stage_costs"] = stage_costs(runs)
     return found
 

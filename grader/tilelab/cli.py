@@ -106,13 +106,16 @@ def _part_ids(assignment: Assignment, names: tuple) -> tuple:
 @click.option("--part", "parts", multiple=True,
               help="Grade only this part, by id or file (repeatable); the questions are graded only without --part.")
 @click.option("--no-sanitizers", is_flag=True, help="Skip compute-sanitizer (faster; those stages show as not run).")
+@click.option("--no-counters", is_flag=True,
+              help="Skip the hardware counters of the timed parts (faster; the report has no measured traffic).")
 @click.option("--answer-key", type=click.Path(dir_okay=False), default=None,
               help="The answer key (default: ROOT/solutions/answers.yaml, or ROOT/key/answers.yaml).")
 @click.option("--format", "results_format", type=click.Choice(["gradescope", "prairielearn"]), default="gradescope",
               show_default=True, help="The form of results.json: Gradescope's, or PrairieLearn's external grader's.")
 @click.pass_context
 def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: str | None, seed: int | None,
-          parts: tuple, no_sanitizers: bool, answer_key: str | None, results_format: str) -> None:
+          parts: tuple, no_sanitizers: bool, no_counters: bool, answer_key: str | None,
+          results_format: str) -> None:
     """Grade a directory of part files and answers.yaml: results.json, reports, detailed JSON."""
     root = root_of(ctx.obj["root"])
     build = build_path(root, build_dir)
@@ -123,7 +126,7 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
     from .operations.grading_run import Outputs, run_grading
 
     options = GradeOptions.for_tree(root, build, _out_path(out_dir, build, "grade"), parts=parts, seed=seed,
-                                    questions=not parts, sanitizers=not no_sanitizers,
+                                    questions=not parts, sanitizers=not no_sanitizers, counters=not no_counters,
                                     answer_key=Path(answer_key).resolve() if answer_key else None)
     outcome = run_grading(Path(submission).resolve(), options, Outputs(results=results_format),
                           progress=lambda m: click.echo(f"... {m}"), echo=click.echo)

@@ -151,6 +151,18 @@ def test_what_each_stage_costs_a_hand_in_follows_from_the_classes_without_it():
     assert stage_costs(runs[:1])[SPEED] is None and "the speed stage -," in format_stage_costs(runs[:1])
 
 
+def test_a_class_without_the_counters_still_earns_every_point_and_is_no_stage_cost():
+    from bench.class_bench import COUNTERS, LEFT_OUT, WITHOUT, ClassRun, format_classes, summarize
+
+    assert WITHOUT["counters"] == COUNTERS and COUNTERS not in LEFT_OUT
+    run = ClassRun(gpus=["0"], in_flight=3, hand_ins=12, graded=12, wall_seconds=90.0, gradings=[20.0] * 12,
+                   phases={"build": 4.0}, without=[COUNTERS], short=["s001: naive 14/15"])
+    text = format_classes([run])
+    assert "(3 in flight each, without the hardware counters): 12 of 12 graded in 90.0 s = 480 an hour" in text
+    assert "points lost by a copy of the solutions: s001: naive 14/15" in text
+    assert "stage_costs" not in summarize([run])
+
+
 def bench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bench", "--root", str(ROOT), *args], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "grader")))
@@ -160,6 +172,11 @@ def test_stage_costs_are_asked_for_with_a_class_and_bad_gpus_are_said_plainly(tm
     result = bench("--build", str(tmp_path), "--stage-costs")
     assert result.returncode == 2 and "--stage-costs measures a class: give --class N too" in result.stderr
     assert "Traceback" not in result.stderr
+    for asked in (("--without", "counters"), ("--class", "1", "--stage-costs", "--without", "counters")):
+        result = bench("--build", str(tmp_path), *asked)
+        assert result.returncode == 2 and "--without leaves stages out of a class" in result.stderr
+    result = bench("--build", str(tmp_path), "--class", "1", "--without", "questions")
+    assert result.returncode == 2 and "Invalid value for '--without'" in result.stderr
     result = bench("--build", str(tmp_path), "--gpus", "0,0", "--class", "1")
     assert result.returncode == 2 and "--gpus '0,0' names a GPU twice" in result.stderr
     assert "Traceback" not in result.stderr

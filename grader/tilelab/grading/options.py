@@ -36,6 +36,9 @@ class GradeOptions:
     answers_only: bool = False  # grade answers.yaml and no part
     sanitizers: bool = True
     timing: bool = True
+    # Each timed part's hardware counters, read with the GPU alone before its timed calls (traffic.py).
+    # They change no points; off, the report says they were left out.
+    counters: bool = True
     jobs: int = field(default_factory=lambda: build_jobs_each(1))  # compiler jobs of this grading
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
 

@@ -100,7 +100,7 @@ def check_key(submission: Path, options: GradeOptions) -> str:
     assignment = load_assignment(options.root / ASSIGNMENT_FILE)
     parts = [] if options.answers_only else [p for p in assignment.parts if not options.parts or p.id in options.parts]
     d.text("options", options.mode, options.parts, options.answers_only, options.questions, options.sanitizers,
-           options.timing, options.draw_seed(), os.getuid())
+           options.timing, options.counters, options.draw_seed(), os.getuid())
     # The folder graded and the notes and hints of where files were found depend on every file in it.
     located = locate(submission, tuple(p.file for p in assignment.parts) + (ANSWERS_FILE,))
     d.text("hand-in", located.handed_in.resolve(), located.folder.resolve(), located.notes,

@@ -34,6 +34,7 @@ STOP_RULES = ("median", "one_call", "call_limit")  # grader/harness/core/timing.
 # The timing turn's waits, each a phase of the grading's clock (TimingTurn).
 WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
     "waiting for the timing turn", "timing runs starting", "waiting for the GPU alone")
+COUNTERS_LEFT_OUT = "this grading left the hardware counters out"
 SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
                   "than that is ended. Make each call faster than the time named above: is all of the work in your "
                   "kernel, and does each thread do only its share of it?")
@@ -185,7 +186,7 @@ def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Opti
     """The GPU's counter availability image, asked for at most once per GPU
     and calibration while this grading holds its timing turn (counter_availability.py)."""
     uuid = ceilings.device_uuid
-    if not uuid or basis.device_uuid != uuid or not basis.fingerprint:
+    if not g.options.counters or not uuid or basis.device_uuid != uuid or not basis.fingerprint:
         return None
     return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, g.sandbox.gpu_env)
 
@@ -286,7 +287,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     assignment = g.assignment
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
-                            timing=assignment.timing, profile=True,
+                            timing=assignment.timing, profile=g.options.counters,
                             give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis),
                             gate=gate.path if gate else None, counter_availability=counters)
     limit = g.limits["speed"]
@@ -350,7 +351,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
     s.result.speeds = speeds
     profiled = traffic.profiled_case(listed[-1] if isinstance(listed, list) and listed else {})
-    s.result.traffic_note = profiled.note
+    s.result.traffic_note = profiled.note if g.options.counters else COUNTERS_LEFT_OUT
     last = s.part.cases["timing"][-1]
     s.result.reference_traffic = basis.traffic_of(s.part.id, last.j, last.k, last.l)
     if profiled.traffic is not None:

@@ -209,6 +209,7 @@ def run_batch(
     log: Optional[Callable[[str], None]] = None,
     sanitizers: bool = True,
     timing: bool = True,
+    counters: bool = True,
 ) -> BatchSummary:
     """Grades every student of `class_dir` into `out_dir`.
 
@@ -220,11 +221,11 @@ def run_batch(
       tests pass Sandbox() to grade as themselves. Not a command-line option.
     live: a rich progress display on stderr (default: when stderr is a terminal);
       otherwise plain lines go to `log` (default: stderr).
-    sanitizers, timing: whether those stages run (off, they show as not run):
-      what a class costs without them (scripts/bench --class N --stage-costs).
+    sanitizers, timing, counters: whether those stages run (off, they show as not run):
+      what a class costs without them (scripts/bench --class N --stage-costs, --without).
       Only with force: such a grading must not stand for a whole one later.
     """
-    if not (sanitizers and timing) and not force:
+    if not (sanitizers and timing and counters) and not force:
         raise ValueError("a batch that leaves stages out grades every student again (force=True)")
     clock = time.monotonic()
     class_dir, out_dir = _check_dirs(class_dir, out_dir)
@@ -253,7 +254,7 @@ def run_batch(
     ctx = _ClassGrading(
         options=GradeOptions.for_tree(root, build_dir, out_dir, jobs=build_jobs_each(len(workers)),
                                       answer_key=Path(answer_key).resolve() if answer_key else None,
-                                      sanitizers=sanitizers, timing=timing),
+                                      sanitizers=sanitizers, timing=timing, counters=counters),
         part_ids=part_ids, assignment_name=assignment.name, leaderboard_key=_alias_key(assignment, out_dir))
     gradebook = out_dir / GRADEBOOK_FILE
 
