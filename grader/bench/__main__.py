@@ -30,13 +30,17 @@ from .tree import built_tree, tree_options
 @click.option("--without", "left_out", type=click.Choice(sorted(WITHOUT)), multiple=True,
               help="With --class: every grading leaves this stage out (repeatable), to read what it costs a "
                    "class beside a run with it.")
+@click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
+              help="With --class: when the gradings read the hardware counters, as for `tilelab batch`.")
 def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
-         in_flight: int | None, class_size: int | None, stage_costs: bool, left_out: tuple) -> None:
+         in_flight: int | None, class_size: int | None, stage_costs: bool, left_out: tuple, counters: str) -> None:
     """Phases, the critical path, GPU time and throughput of gradings."""
     if stage_costs and not class_size:
         raise click.UsageError("--stage-costs measures a class: give --class N too")
-    if left_out and (not class_size or stage_costs):
-        raise click.UsageError("--without leaves stages out of a class: give --class N, and no --stage-costs")
+    if (left_out or counters != "inline") and (not class_size or stage_costs):
+        raise click.UsageError("--without and --counters are for a class: give --class N, and no --stage-costs")
+    if counters == "later" and "counters" in left_out:
+        raise click.UsageError("--counters later reads the counters that --without counters leaves out: give one")
     try:
         chosen = batch_mod.parse_gpus(gpus) if gpus is not None else None
     except TilelabError as e:
@@ -50,7 +54,7 @@ def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str
                 runs = run_stage_costs(root_path, build, out, class_size, chosen, in_flight, log)
             else:
                 runs = run_classes(root_path, build, out, class_size, chosen, in_flight, log,
-                                   tuple(WITHOUT[word] for word in left_out))
+                                   tuple(WITHOUT[word] for word in left_out), counters)
         except TilelabError as e:
             raise click.ClickException(str(e)) from None
         write_atomically(out / "class.json", json.dumps(summarize(runs), indent=2) + "\n")

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 from tilelab.errors import TilelabError
 from tilelab.grading.stages.speed import TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE, WAITING_FOR_TURN
 from tilelab.operations.batch import find_gpus, run_batch
+from tilelab.operations.grading_run import counters_pending
 
 from .handins import distinct_hand_ins
 from .machine_load import MachineLoad
@@ -43,6 +44,8 @@ class ClassRun:
     short: list = field(default_factory=list)  # "student: part points/max, ...": the solutions earn every point
     turn: dict = field(default_factory=dict)  # the GPU's timing turn, mean seconds a grading (turn_figures)
     without: list = field(default_factory=list)  # stages left out (WITHOUT)
+    counters: str = "inline"  # GradeOptions.counters of its gradings
+    scored_seconds: Optional[float] = None  # with counters "later": when every grading had its score
 
     @property
     def per_hour(self) -> float:
@@ -103,21 +106,25 @@ def percentile(values: list, share: float) -> float:
 
 
 def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
-              log: Callable[[str], None], without: tuple = ()) -> ClassRun:
+              log: Callable[[str], None], without: tuple = (), counters: str = "inline") -> ClassRun:
     """`count` distinct complete hand-ins graded by `tilelab batch` on
-    `gpus`, the stages `without` (WITHOUT) left out."""
+    `gpus`, the stages `without` (WITHOUT) left out, the counters read
+    `counters` (GradeOptions.counters) where they are not."""
+    counters = "off" if COUNTERS in without else counters
     tag = f"{len(gpus)}gpu-{time.time_ns()}"
-    name = f"{len(gpus)}gpu" + "".join(f"-without-{_FOLDER_WORD[stage]}" for stage in without)
+    name = (f"{len(gpus)}gpu" + "".join(f"-without-{_FOLDER_WORD[stage]}" for stage in without)
+            + ("-counters-later" if counters == "later" else ""))
     class_dir, results = out / f"class-{name}", out / f"results-{name}"
     distinct_hand_ins(root, count, class_dir, tag)
     shutil.rmtree(results, ignore_errors=True)
     log(f"bench: {count} distinct complete hand-ins through tilelab batch on GPU {', '.join(gpus) or '(none)'}"
-        + (f", without {' and '.join(without)}" if without else ""))
+        + (f", without {' and '.join(without)}" if without else "")
+        + (", the counters read once every hand-in is graded" if counters == "later" else ""))
     with MachineLoad() as load:
         clock = time.monotonic()
         summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
                             live=False, log=log, in_flight=in_flight, sanitizers=SANITIZERS not in without,
-                            timing=SPEED not in without, counters=COUNTERS not in without)
+                            timing=SPEED not in without, counters=counters)
         wall = time.monotonic() - clock
     walls, phases, missing, short, turns = [], {}, [], [], []
     for row in summary.rows:
@@ -128,6 +135,8 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
             continue
         if not detailed.get("gpu"):
             missing.append(f"{row.student}: graded without a GPU")
+        if counters_pending(results / row.student):
+            missing.append(f"{row.student}: its counters are still to be read")
         walls.append(float(detailed.get("seconds", 0.0)))
         lost = [f"{p['id']} {p['score']:g}/{p['max_score']:g}" for p in detailed.get("parts", [])
                 if p.get("score", 0) < p.get("max_score", 0)]
@@ -144,20 +153,21 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
                     phases={p: round(s / n, 3) for p, s in sorted(phases.items(), key=lambda x: -x[1])},
                     load=load.figures(), not_graded=missing, short=short,
                     turn={k: round(sum(t[k] for t in turns) / len(turns), 3) for k in turns[0]} if turns else {},
-                    without=list(without))
+                    without=list(without), counters=counters,
+                    scored_seconds=round(summary.scored_seconds, 2) if counters == "later" else None)
 
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
-                log: Callable[[str], None], without: tuple = ()) -> list:
+                log: Callable[[str], None], without: tuple = (), counters: str = "inline") -> list:
     """The class on the first GPU alone, then on all of them (when there are
     several), each GPU calibrated first: a deadline's gradings find their
     GPU's calibration made, and a run that made one would count it.
-    `without`: the stages (WITHOUT) every grading leaves out."""
+    `without`: the stages (WITHOUT) every grading leaves out; `counters`: when they are read."""
     gpus = find_gpus() if gpus is None else list(gpus)
     calibrate_each(root, build, gpus, log)
-    runs = [run_class(root, build, out, count, gpus[:1], in_flight, log, without)]
+    runs = [run_class(root, build, out, count, gpus[:1], in_flight, log, without, counters)]
     if len(gpus) > 1:
-        runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log, without))
+        runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log, without, counters))
     return runs
 
 
@@ -223,6 +233,10 @@ def format_classes(runs: list) -> str:
             f"{run.per_hour_per_gpu:,.0f} per GPU; a grading p50 {run.percentile(0.5):.1f} s, p95 "
             f"{run.percentile(0.95):.1f} s; CPUs busy {100 * load.get('cpu_busy', 0):.0f} % (saturated "
             f"{100 * load.get('cpu_saturated', 0):.0f} % of the time)" + (f"; {gpu_busy}" if gpu_busy else ""))
+        if run.scored_seconds:
+            lines.append(f"  the counters read once every hand-in was graded: every score in "
+                         f"{run.scored_seconds:.1f} s = {3600.0 * run.graded / run.scored_seconds:,.0f} an hour, "
+                         f"the counters in the {run.wall_seconds - run.scored_seconds:.1f} s after")
         lines.append("  a grading's phases, mean seconds (they overlap): "
                      + ", ".join(f"{p} {s:.2f}" for p, s in run.phases.items()))
         if run.turn and run.graded:

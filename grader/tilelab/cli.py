@@ -126,7 +126,8 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
     from .operations.grading_run import Outputs, run_grading
 
     options = GradeOptions.for_tree(root, build, _out_path(out_dir, build, "grade"), parts=parts, seed=seed,
-                                    questions=not parts, sanitizers=not no_sanitizers, counters=not no_counters,
+                                    questions=not parts, sanitizers=not no_sanitizers,
+                                    counters="off" if no_counters else "inline",
                                     answer_key=Path(answer_key).resolve() if answer_key else None)
     outcome = run_grading(Path(submission).resolve(), options, Outputs(results=results_format),
                           progress=lambda m: click.echo(f"... {m}"), echo=click.echo)
@@ -153,10 +154,13 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
               help="Grade nothing: write this sbatch array script (one task per student) instead.")
 @click.option("--image", default=None, help="With --slurm: the grader's container image (docker:// name or .sif).")
 @click.option("--gradebook-only", is_flag=True, help="Grade nothing: collect the results in OUT into gradebook.csv.")
+@click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
+              help="When each timed part's hardware counters are read: with its timed calls, or once every hand-in "
+                   "is graded (the scores sooner; each report is written again with its counters).")
 @click.pass_context
 def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: str | None, seed: int | None,
           gpus: str | None, jobs: int | None, in_flight: int | None, force: bool, answer_key: str | None,
-          slurm_script: str | None, image: str | None, gradebook_only: bool) -> None:
+          slurm_script: str | None, image: str | None, gradebook_only: bool, counters: str) -> None:
     """Grade a class: DIR holds one directory per student, named by the student's id."""
     from .operations import batch as batch_mod
 
@@ -181,7 +185,7 @@ def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: st
         summary = batch_mod.run_batch(Path(class_dir), root=root, build_dir=build, out_dir=out, seed=seed,
                                       gpus=batch_mod.parse_gpus(gpus) if gpus is not None else None,
                                       jobs=jobs,
-                                      in_flight=in_flight, force=force,
+                                      in_flight=in_flight, force=force, counters=counters,
                                       answer_key=Path(answer_key).resolve() if answer_key else None)
     except KeyboardInterrupt:
         click.echo(f"interrupted; {out / batch_mod.GRADEBOOK_FILE} holds what was graded; run the same command "

@@ -174,7 +174,9 @@ def test_stage_costs_are_asked_for_with_a_class_and_bad_gpus_are_said_plainly(tm
     assert "Traceback" not in result.stderr
     for asked in (("--without", "counters"), ("--class", "1", "--stage-costs", "--without", "counters")):
         result = bench("--build", str(tmp_path), *asked)
-        assert result.returncode == 2 and "--without leaves stages out of a class" in result.stderr
+        assert result.returncode == 2 and "--without and --counters are for a class" in result.stderr
+    result = bench("--build", str(tmp_path), "--class", "1", "--counters", "later", "--without", "counters")
+    assert result.returncode == 2 and "give one" in result.stderr
     result = bench("--build", str(tmp_path), "--class", "1", "--without", "questions")
     assert result.returncode == 2 and "Invalid value for '--without'" in result.stderr
     result = bench("--build", str(tmp_path), "--gpus", "0,0", "--class", "1")

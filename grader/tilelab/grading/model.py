@@ -128,6 +128,9 @@ class PartResult:
     traffic_note: str = ""  # why there are none, when the part was timed
     reference_traffic: Optional[Traffic] = None  # the part's reference solution's, on this GPU
     traffic_hints: list = field(default_factory=list)  # what the counters suggest trying (counter_hints.py)
+    # Timed with its counters still to be read (grading/counters_later.py): the SHA-256 of the part file
+    # timed, so that they are read of the same code; "" once read, or never left for later.
+    counters_later: str = ""
 
     @property
     def score(self) -> float:

@@ -12,6 +12,11 @@ from typing import Optional
 
 CHECK_SEED = 20261121  # `check` repeats itself exactly; `grade` draws a fresh seed
 MODES = ("grade", "check")
+# Each timed part's hardware counters (traffic.py), which change no points: read with the GPU alone
+# just before its timed calls ("inline"); left for a turn of the GPU of their own once no grading
+# waits for it, after which the outputs are written again ("later": grading/counters_later.py); or
+# not read at all ("off").
+COUNTERS = ("inline", "later", "off")
 
 
 def fresh_seed() -> int:
@@ -36,9 +41,7 @@ class GradeOptions:
     answers_only: bool = False  # grade answers.yaml and no part
     sanitizers: bool = True
     timing: bool = True
-    # Each timed part's hardware counters, read with the GPU alone before its timed calls (traffic.py).
-    # They change no points; off, the report says they were left out.
-    counters: bool = True
+    counters: str = "inline"  # COUNTERS: when each timed part's hardware counters are read
     jobs: int = field(default_factory=lambda: build_jobs_each(1))  # compiler jobs of this grading
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
 
@@ -49,6 +52,8 @@ class GradeOptions:
         made = cls(root=Path(root).resolve(), build_dir=Path(build_dir).resolve(), out_dir=Path(out_dir), **choices)
         if made.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {made.mode!r}")
+        if made.counters not in COUNTERS:
+            raise ValueError(f"counters must be one of {COUNTERS}, not {made.counters!r}")
         return made
 
     def replace(self, **changes) -> "GradeOptions":

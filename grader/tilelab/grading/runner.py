@@ -45,10 +45,11 @@ class HarnessRun(process.Completed):
 
 
 def case_entry(name: str, case: Case, part: Part, seed: int, workdir: Path, timing: Optional[dict],
-               give_up_ms: Optional[float] = None) -> dict:
+               give_up_ms: Optional[float] = None, output: bool = True) -> dict:
     """One case of a case file (schema: grader/harness/core/case_file.h); a
     timing case with `give_up_ms` is timed only while its calls could earn
-    speed points (scoring.give_up_ms)."""
+    speed points (scoring.give_up_ms). A case without timing writes its
+    product for the verifier, unless `output` is off (its counters alone are read)."""
     entry = {
         "name": name,
         "j": case.j,
@@ -60,7 +61,8 @@ def case_entry(name: str, case: Case, part: Part, seed: int, workdir: Path, timi
     if case.props:
         entry["props"] = dict(case.props)
     if timing is None:
-        entry["output"] = str(workdir / f"{name}.P.f32")
+        if output:
+            entry["output"] = str(workdir / f"{name}.P.f32")
     else:
         entry["timing"] = dict(timing, seed=seed ^ 0x5EED)
         if give_up_ms:
@@ -85,6 +87,7 @@ def write_cases(
     give_up_ms: Optional[dict] = None,
     gate: Optional[Path] = None,
     counter_availability: Optional[str] = None,
+    output: bool = True,
 ) -> Path:
     """Writes a case file for `entries`, a list of (name in the file, Case).
     The harness refuses a case file for another part than its own; one that
@@ -96,10 +99,11 @@ def write_cases(
     the file (none for a case it does not name). `gate`: where the trusted
     harness waits for the GPU alone before its timed calls (gpu_turn.py);
     `counter_availability`: the GPU's image (hex), with which the counters'
-    setup is made before the gate (counter_availability.py)."""
+    setup is made before the gate (counter_availability.py). Without
+    `output`, cases without timing write no product (case_entry)."""
     workdir.mkdir(parents=True, exist_ok=True)
     budgets = give_up_ms or {}
-    cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing, budgets.get(name))
+    cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing, budgets.get(name), output)
              for i, (name, case) in enumerate(entries)]
     if profile and cases:
         cases[-1]["profile"] = traffic.profile_entry()

@@ -22,6 +22,7 @@ from ..outputs import causes, gradescope, prairielearn
 from ..outputs.gradescope import write_results
 from ..spec.assignment import load_assignment
 from ..system.gpu_lock import GpuLock
+from ..system.atomic import read_json
 from ..system.paths import ASSIGNMENT_FILE
 from ..system.sandbox import Sandbox
 
@@ -120,22 +121,53 @@ def closing_lines(result: GradeResult, results_format: Optional[str], report: Pa
 
 def _grade_and_write(submission: Path, options: GradeOptions, outputs: Outputs, progress, sandbox, gpu_lock,
                      while_timing) -> GradeResult:
-    from ..grading.pipeline import grade, write_detailed_json
-    from ..outputs.report import write_reports
+    from ..grading.pipeline import grade
 
     # Read first: a broken assignment.yaml is a grader failure, written as such where results are.
     assignment = load_assignment(options.root / ASSIGNMENT_FILE) if outputs.results else None
     result = grade(submission, options, sandbox=sandbox, gpu_lock=gpu_lock, progress=progress,
                    while_timing=while_timing)
+    _write(result, options.out_dir, outputs, assignment)
+    return result
+
+
+def _write(result: GradeResult, out_dir: Path, outputs: Outputs, assignment) -> None:
+    from ..grading.pipeline import write_detailed_json
+    from ..outputs.report import write_reports
+
     plot = None
     for audience in outputs.reports:
-        written = write_reports(result, options.out_dir / ("staff" if audience == "staff" else ""),
+        written = write_reports(result, out_dir / ("staff" if audience == "staff" else ""),
                                 audience=audience, leaderboard_alias=outputs.leaderboard_alias, plot_drawn=plot)
         plot = plot or written.get("plot")
     if outputs.detailed:
-        write_detailed_json(result, options.out_dir / "grade.json")
+        write_detailed_json(result, out_dir / "grade.json")
     if outputs.results == "prairielearn":
-        write_results(prairielearn.results(result, assignment, plot), options.out_dir / "results.json")
+        write_results(prairielearn.results(result, assignment, plot), out_dir / "results.json")
     elif outputs.results == "gradescope":
-        write_results(gradescope.results_json(result, assignment), options.out_dir / "results.json")
-    return result
+        write_results(gradescope.results_json(result, assignment), out_dir / "results.json")
+
+
+def counters_pending(out_dir: Path) -> bool:
+    """Whether the grading written in out_dir left counters to be read (its grade.json says so)."""
+    doc = read_json(out_dir / "grade.json")
+    parts = doc.get("parts") if isinstance(doc, dict) else None
+    return isinstance(parts, list) and any(isinstance(p, dict) and isinstance(p.get("counters_later"), str)
+                                           and p["counters_later"] != "" for p in parts)
+
+
+def read_counters_later(submission: Path, options: GradeOptions, outputs: Outputs = GRADE, *,
+                        sandbox: Optional[Sandbox] = None, gpu_lock: Optional[GpuLock] = None) -> list:
+    """Reads the counters that the grading of `submission` written in
+    options.out_dir left for later (grading/counters_later.py) and writes
+    its `outputs` again, the same but for the parts' traffic. Returns the
+    ids of the parts read; [] where none was left."""
+    from ..grading.counters_later import read_later
+
+    if not counters_pending(options.out_dir):
+        return []
+    result = GradeResult.from_dict(read_json(options.out_dir / "grade.json"))
+    assignment = load_assignment(options.root / ASSIGNMENT_FILE) if outputs.results else None
+    read = read_later(submission, result, options, sandbox=sandbox, gpu_lock=gpu_lock)
+    _write(result, options.out_dir, outputs, assignment)
+    return read

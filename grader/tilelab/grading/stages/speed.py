@@ -12,12 +12,13 @@ calls are checked as any others, and a stop is never a wrong answer.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from ...spec.matmul import matmul_flop
 from ...text.numbers import fmt_ms
@@ -34,7 +35,9 @@ STOP_RULES = ("median", "one_call", "call_limit")  # grader/harness/core/timing.
 # The timing turn's waits, each a phase of the grading's clock (TimingTurn).
 WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
     "waiting for the timing turn", "timing runs starting", "waiting for the GPU alone")
+# Why a timed part has no counters in its report, by GradeOptions.counters.
 COUNTERS_LEFT_OUT = "this grading left the hardware counters out"
+COUNTERS_LATER = "they will be read once the GPU is free; this report is written again then"
 SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
                   "than that is ended. Make each call faster than the time named above: is all of the work in your "
                   "kernel, and does each thread do only its share of it?")
@@ -112,10 +115,16 @@ class TimingTurn:
     TIMING_RUNS_STARTING (until each is at its gate) and
     WAITING_FOR_GPU_ALONE (the runs beside them ending)."""
 
-    def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
+    def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration,
+                 run: Optional[Callable] = None, may_run: Optional[Callable] = None) -> None:
+        """`run`: what each part's run does, run(g, part, ceilings, basis, gate, counters=image)
+        (default: _time_part, its timing); `may_run(part)`: whether it may go through its gate
+        after all, its stage saying why not (default: _may_be_timed)."""
         self._g = g
         self._parts = parts
         self._ceilings, self._basis = ceilings, basis
+        self._run = run or _time_part
+        self._may_run = may_run or _may_be_timed
         self._gates = [GpuTurnGate() for _ in parts]
         self._pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="tilelab-speed")
         self._runs: list = []
@@ -141,7 +150,7 @@ class TimingTurn:
         try:
             with g.held(g.gpu_lock.shared(), "waiting to share the GPU"), g.timed(TIMING_RUNS_STARTING):
                 image = _counter_image(g, self._ceilings, self._basis)
-                self._runs = [self._pool.submit(_time_part, g, s, self._ceilings, self._basis, gate, counters=image)
+                self._runs = [self._pool.submit(self._run, g, s, self._ceilings, self._basis, gate, counters=image)
                               for s, gate in zip(self._parts, self._gates)]
                 for gate, run in zip(self._gates, self._runs):
                     while not run.done() and not gate.wait_ready(LOOK_S):
@@ -158,12 +167,11 @@ class TimingTurn:
         self._at_gates.result()
         timed = []
         for s, gate, run in zip(self._parts, self._gates, self._runs):
-            if _why_not_timed(s) is None:
+            if self._may_run(s):
                 timed.append((gate, run))
                 continue
             gate.close()  # its run ends at its gate (gpu_turn.h), and _time_part leaves its stage alone
             run.result()
-            _may_be_timed(s)
         if not timed:
             return
         with g.held(g.gpu_lock.exclusive(), WAITING_FOR_GPU_ALONE):
@@ -186,7 +194,7 @@ def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Opti
     """The GPU's counter availability image, asked for at most once per GPU
     and calibration while this grading holds its timing turn (counter_availability.py)."""
     uuid = ceilings.device_uuid
-    if not g.options.counters or not uuid or basis.device_uuid != uuid or not basis.fingerprint:
+    if g.options.counters != "inline" or not uuid or basis.device_uuid != uuid or not basis.fingerprint:
         return None
     return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, g.sandbox.gpu_env)
 
@@ -287,7 +295,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     assignment = g.assignment
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
-                            timing=assignment.timing, profile=g.options.counters,
+                            timing=assignment.timing, profile=g.options.counters == "inline",
                             give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis),
                             gate=gate.path if gate else None, counter_availability=counters)
     limit = g.limits["speed"]
@@ -350,16 +358,14 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     # Several timing cases combine by geometric mean, so one slow size is felt.
     fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
     s.result.speeds = speeds
-    profiled = traffic.profiled_case(listed[-1] if isinstance(listed, list) and listed else {})
-    s.result.traffic_note = profiled.note if g.options.counters else COUNTERS_LEFT_OUT
     last = s.part.cases["timing"][-1]
     s.result.reference_traffic = basis.traffic_of(s.part.id, last.j, last.k, last.l)
-    if profiled.traffic is not None:
-        measured = listed[-1]  # the profiled case: its launches and the harness's device facts
-        s.result.traffic = traffic.with_occupancy(profiled.traffic, measured.get("launches"),
-                                                  run.result.get("device"))
-        s.result.traffic_hints = counter_hints.hints_for(s.part.id, s.part.title, s.result.traffic,
-                                                         s.result.reference_traffic)
+    if g.options.counters == "inline":
+        take_counters(s, run.result)
+    else:
+        later = g.options.counters == "later"
+        s.result.counters_later = hashlib.sha256(s.source.read_bytes()).hexdigest() if later else ""
+        s.result.traffic_note = COUNTERS_LATER if later else COUNTERS_LEFT_OUT
     best = dataclasses.replace(speeds[0], fraction=round(fraction, 4))
     s.result.speed = best
     if stopped_words:
@@ -373,3 +379,18 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
           f"{best.gflops:.0f} GFLOP/s at {best.case}: {100 * fraction:.0f}% of the speed points "
           f"(full credit from {best.target_gflops:.0f} GFLOP/s = {100 * best.full_at:.0f}% of {against} "
           f"here{estimated})", "", seconds)
+
+
+def take_counters(s: PartState, harness_result: Optional[dict]) -> None:
+    """The part's traffic and its hints from the counters its run read of
+    its last case (untrusted, any shape), or why there are none."""
+    listed = (harness_result or {}).get("cases")
+    last = listed[-1] if isinstance(listed, list) and listed and isinstance(listed[-1], dict) else {}
+    profiled = traffic.profiled_case(last)
+    s.result.traffic_note = profiled.note
+    if profiled.traffic is not None:
+        # The profiled case's launches and the harness's device facts.
+        s.result.traffic = traffic.with_occupancy(profiled.traffic, last.get("launches"),
+                                                  (harness_result or {}).get("device"))
+        s.result.traffic_hints = counter_hints.hints_for(s.part.id, s.part.title, s.result.traffic,
+                                                         s.result.reference_traffic)

@@ -69,6 +69,7 @@ class BatchSummary:
     leaderboards: list = field(default_factory=list)  # the class leaderboards' files written, if any
     class_report: Optional[Path] = None  # OUT/class-report.html, when there was a grading to draw it from
     class_report_note: str = ""  # why there is none
+    scored_seconds: Optional[float] = None  # when every hand-in was graded, before counters left for later were read
 
     @property
     def graded(self) -> int:

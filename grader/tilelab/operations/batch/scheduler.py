@@ -35,7 +35,7 @@ from ...system.paths import unbuilt_reason
 from ...system.sandbox import Sandbox, SandboxError, sandbox_for_this_process
 from ...system.sandbox_users import ended_leftovers, hold_users, leftovers_words
 from .class_pages import class_pages
-from .gradebook import (GRADER_ERROR, NOT_YET, BatchSummary, Row, _again_text, _alias_key, collect_row,
+from .gradebook import (GRADED, GRADER_ERROR, NOT_YET, BatchSummary, Row, _again_text, _alias_key, collect_row,
                         write_gradebook, write_leaderboards)
 from .progress import _LiveProgress, _PlainProgress
 from .students import (DONE_FILE, GRADEBOOK_FILE, BatchError, Student, _already_graded, _assignment, _check_dirs,
@@ -209,7 +209,7 @@ def run_batch(
     log: Optional[Callable[[str], None]] = None,
     sanitizers: bool = True,
     timing: bool = True,
-    counters: bool = True,
+    counters: str = "inline",
 ) -> BatchSummary:
     """Grades every student of `class_dir` into `out_dir`.
 
@@ -221,11 +221,13 @@ def run_batch(
       tests pass Sandbox() to grade as themselves. Not a command-line option.
     live: a rich progress display on stderr (default: when stderr is a terminal);
       otherwise plain lines go to `log` (default: stderr).
-    sanitizers, timing, counters: whether those stages run (off, they show as not run):
+    sanitizers, timing: whether those stages run (off, they show as not run):
       what a class costs without them (scripts/bench --class N --stage-costs, --without).
       Only with force: such a grading must not stand for a whole one later.
+    counters: GradeOptions.counters; "later": every hand-in is graded first, then each
+      hand-in's counters are read and its outputs written again ("off" only with force).
     """
-    if not (sanitizers and timing and counters) and not force:
+    if not (sanitizers and timing and counters != "off") and not force:
         raise ValueError("a batch that leaves stages out grades every student again (force=True)")
     clock = time.monotonic()
     class_dir, out_dir = _check_dirs(class_dir, out_dir)
@@ -358,10 +360,52 @@ def run_batch(
             book()
             raise
 
+    scored_seconds = time.monotonic() - clock
+    if ctx.options.counters == "later" and not stop.is_set():
+        _read_counters_later(students, rows, out_dir, workers, ctx, log)
     for slot in held:
         slot.release()
     done = [rows[s.name] for s in students]
     leaderboards = write_leaderboards(out_dir, done, assignment)
     report, note = class_pages(out_dir, assignment, class_dir, root)
     return BatchSummary(done, wall_seconds=time.monotonic() - clock, gradebook=gradebook, workers=len(workers),
-                        in_flight=in_flight, leaderboards=leaderboards, class_report=report, class_report_note=note)
+                        in_flight=in_flight, leaderboards=leaderboards, class_report=report, class_report_note=note,
+                        scored_seconds=scored_seconds)
+
+
+def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: list, ctx: _ClassGrading,
+                         log: Callable[[str], None]) -> None:
+    """Once every hand-in is graded, the counters their gradings left for
+    later (grading/counters_later.py), read by the same workers, each hand-in's
+    outputs written again; a hand-in an earlier run graded this way too."""
+    from ..grading_run import Outputs, counters_pending, read_counters_later
+
+    todo: "queue.Queue" = queue.Queue()
+    for s in students:
+        if rows[s.name].status == GRADED and counters_pending(out_dir / s.name):
+            todo.put(s)
+    if todo.empty():
+        return
+    log(f"tilelab batch: every hand-in graded; reading the counters of {todo.qsize()} left for later")
+    key = ctx.leaderboard_key
+
+    def work(worker: _Worker) -> None:
+        while True:
+            try:
+                student = todo.get_nowait()
+            except queue.Empty:
+                return
+            outputs = Outputs(leaderboard_alias=alias(student.name, ctx.assignment_name, key) if key else None)
+            options = ctx.options.replace(out_dir=out_dir / student.name)
+            try:
+                read_counters_later(student.path, options, outputs, sandbox=worker.sandbox, gpu_lock=worker.gpu_lock)
+            except Exception as e:  # noqa: BLE001 - one hand-in's counters, not the batch: its report says they are to come
+                log(f"{student.name}: its counters could not be read ({type(e).__name__}: {e})")
+            shutil.rmtree(out_dir / student.name / "work", ignore_errors=True)
+
+    threads = [threading.Thread(target=work, args=(w,), name=f"tilelab-batch counters {w.label}", daemon=True)
+               for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
