@@ -156,7 +156,7 @@ def grade(ctx: click.Context, submission: str, out_dir: str | None, build_dir: s
 @click.option("--gradebook-only", is_flag=True, help="Grade nothing: collect the results in OUT into gradebook.csv.")
 @click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
               help="When each timed part's hardware counters are read: with its timed calls, or once every hand-in "
-                   "is graded (the scores sooner; each report is written again with its counters).")
+                   "is graded (every score sooner, the class later; each report is written again with its counters).")
 @click.pass_context
 def batch(ctx: click.Context, class_dir: str, out_dir: str | None, build_dir: str | None, seed: int | None,
           gpus: str | None, jobs: int | None, in_flight: int | None, force: bool, answer_key: str | None,

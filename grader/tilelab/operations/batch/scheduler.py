@@ -361,7 +361,7 @@ def run_batch(
             raise
 
     scored_seconds = time.monotonic() - clock
-    if ctx.options.counters == "later" and not stop.is_set():
+    if gpus and not stop.is_set():  # this run's counters left for later, and an interrupted run's
         _read_counters_later(students, rows, out_dir, workers, ctx, log)
     for slot in held:
         slot.release()
