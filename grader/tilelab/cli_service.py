@@ -51,16 +51,19 @@ def serve(ctx: click.Context, build_dir: str | None, data_dir: str | None, datab
 @click.option("--stalled-after", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Seconds without a heartbeat after which another worker's jobs are taken up again.")
 @click.option("--name", default=None, help="The worker's name on the dashboard [default: HOST:GPU].")
+@click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
+              help="later: while other submissions wait, a grading leaves its hardware counters (no points) to be "
+                   "read once none waits, and its report is written again then; the score comes sooner.")
 @click.pass_context
 def worker(ctx: click.Context, build_dir: str | None, data_dir: str | None, database_url: str | None,
-           gpu: str | None, in_flight: int | None, stalled_after: float, name: str | None) -> None:
+           gpu: str | None, in_flight: int | None, stalled_after: float, name: str | None, counters: str) -> None:
     """Grade the service's queue on one GPU (start one per GPU, on any host)."""
     from .operations.service import run as service
 
     root = root_of(ctx.obj["root"])
     build = built_dir(root, build_dir)
     service.work(root, build, Path(data_dir) if data_dir else build / "service", database_url, gpu, in_flight,
-                 stalled_after, name)
+                 stalled_after, name, counters)
 
 
 @click.command()

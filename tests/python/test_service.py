@@ -173,6 +173,7 @@ def test_results_hidden_from_students_stay_hidden():
     ("limits:\n  max_upload_bytes: many\n", "not 'many'"),
     ("[1, 2]\n", "must be a mapping"),
     ("port: [\n", "cannot be read as YAML"),
+    ("limits:\n  check_priority: -1000\n", "limits.check_priority must be above -1000"),
 ])
 def test_a_broken_service_config_is_refused_by_name(tmp_path, text, says):
     from tilelab.operations.service.config import ConfigError, load_config

@@ -11,6 +11,7 @@ from typing import Optional
 import yaml
 
 from ...errors import TilelabError
+from .queue import COUNTERS_PRIORITY
 
 
 class ConfigError(TilelabError):
@@ -62,6 +63,9 @@ def load_config(path: Optional[Path], data_dir: Path) -> ServiceConfig:
     for name, value in limits_raw.items():
         if not isinstance(value, int) or isinstance(value, bool) or (value < 1 and not name.endswith("priority")):
             raise ConfigError(f"{path}: limits.{name} must be a whole number of at least 1, not {value!r}")
+        if name.endswith("priority") and value <= COUNTERS_PRIORITY:
+            raise ConfigError(f"{path}: limits.{name} must be above {COUNTERS_PRIORITY}, the priority of counters "
+                              f"left for later, not {value!r}")
     if not isinstance(raw.get("students_may_grade", False), bool):
         raise ConfigError(f"{path}: students_may_grade must be true or false, not {raw['students_may_grade']!r}")
     data = Path(raw.pop("data_dir", data_dir)).expanduser().resolve()

@@ -87,7 +87,8 @@ LOG_CONFIG = {
 
 
 def work(root: Path, build_dir: Path, data_dir: Path, database_url: Optional[str], gpu: Optional[str],
-         in_flight: Optional[int], stalled_after_s: float = 30.0, name: Optional[str] = None) -> None:
+         in_flight: Optional[int], stalled_after_s: float = 30.0, name: Optional[str] = None,
+         counters: str = "inline") -> None:
     from .worker import Worker, WorkerSettings
 
     # A line per submission taken, each stage, and its end; the queue library's own lines only when they warn.
@@ -95,7 +96,8 @@ def work(root: Path, build_dir: Path, data_dir: Path, database_url: Optional[str
                         datefmt="%Y-%m-%d %H:%M:%S")
     logging.getLogger("tilelab.worker").setLevel(logging.INFO)
     settings = WorkerSettings(root=root, build_dir=build_dir, database_url=url_of(data_dir, database_url), gpu=gpu,
-                              in_flight=in_flight, scratch=None, stalled_after_s=stalled_after_s, worker_name=name)
+                              in_flight=in_flight, scratch=None, stalled_after_s=stalled_after_s, worker_name=name,
+                              counters=counters)
     Worker(settings).run()
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ...grading.model import GradeResult
 from ...grading.options import GradeOptions, build_jobs_each
 from ...outputs import causes
 from ...spec.assignment import load_assignment
@@ -42,10 +43,10 @@ from ...system.paths import ASSIGNMENT_FILE
 from ...system.sandbox import sandbox_for_this_process
 from ...system.sandbox_users import ended_leftovers, leftovers_words
 from ..batch.scheduler import hold_slots, worker_slots
-from ..grading_run import EXIT_GRADED, Outputs, run_grading
+from ..grading_run import EXIT_GRADED, Outputs, counters_pending, read_counters_later, run_grading
 from . import worker_health
 from .publication import unpublished_files
-from .queue import QUEUE, TASK, make_app
+from .queue import COUNTERS_PRIORITY, COUNTERS_TASK, QUEUE, TASK, make_app
 from .worker_health import EnvironmentFault
 
 HEARTBEAT_S = 10.0
@@ -63,6 +64,9 @@ class WorkerSettings:
     scratch: Optional[Path] = None  # where hand-ins are unpacked and graded (default: a temporary folder)
     stalled_after_s: float = 30.0
     worker_name: Optional[str] = None  # default: HOST:GPU (HOST:cpu without one)
+    # GradeOptions.counters of a grading (not a check): "later" while other submissions wait in the queue,
+    # then read by a task of the lowest priority (queue.COUNTERS_TASK); "inline" always.
+    counters: str = "inline"
 
     @property
     def name(self) -> str:
@@ -108,6 +112,8 @@ class Worker:
         # Only a fault of this worker's environment puts a job back; a hand-in's own outcome is recorded.
         app.task(name=TASK, queue=QUEUE, retry=RetryStrategy(retry_exceptions=[EnvironmentFault],
                                                              wait=PUT_BACK_S))(self.grade)
+        app.task(name=COUNTERS_TASK, queue=QUEUE, retry=RetryStrategy(retry_exceptions=[EnvironmentFault],
+                                                                      wait=PUT_BACK_S))(self.read_counters)
         try:
             while not self._stop.is_set():
                 health = self._check()
@@ -254,6 +260,10 @@ class Worker:
             content, checksum = conn.execute("SELECT content, checksum FROM tilelab_handins WHERE digest = %s",
                                              (digest,)).fetchone()
             conn.execute("UPDATE tilelab_workers SET last_seen = now() WHERE name = %s", (self.settings.name,))
+            # A deadline: others wait, and the counters (no points) are read once none does.
+            waiting = conn.execute("SELECT EXISTS (SELECT 1 FROM tilelab_submissions WHERE state = 'queued')"
+                                   ).fetchone()[0]
+        counters = "later" if self.settings.counters == "later" and mode == "grade" and waiting else "inline"
         if hashlib.sha256(content).hexdigest() != checksum:
             self._finish(submission, error="the stored hand-in does not match its checksum")
             return
@@ -262,13 +272,15 @@ class Worker:
         log.info("%s: taken (%s of %s)", submission, mode, student)
         try:
             with tempfile.TemporaryDirectory(dir=self.scratch) as tmp:
-                outcome, files = self._grade_in(Path(tmp), submission, mode, seed, bytes(content), slot)
+                outcome, files = self._grade_in(Path(tmp), submission, mode, seed, bytes(content), slot, counters)
             if worker_health.grader_failed(outcome, self.settings.gpu):
                 self._unless_healthy(submission)
             if files is None:
                 self._finish(submission, error=outcome.error or "the grader failed")
             else:
                 self._finish(submission, results=files)
+                if files["counters_pending"]:
+                    self._defer_counters(submission)
         except EnvironmentFault:
             raise
         except Exception as e:  # noqa: BLE001 - the submission must not stay "running": staff see why it failed
@@ -291,27 +303,40 @@ class Worker:
         self._fall_ill(health.problem)
         raise EnvironmentFault(health.problem)
 
-    def _grade_in(self, tmp: Path, submission: str, mode: str, seed: int, content: bytes, slot) -> tuple:
+    def _grade_in(self, tmp: Path, submission: str, mode: str, seed: int, content: bytes, slot,
+                  counters: str = "inline") -> tuple:
         """(the grading's outcome, the files to record, or None where the grader failed)."""
-        from ...outputs import prairielearn
+        hand_in, out = self._unpacked(tmp, content), tmp / "out"
+        options = self._options(out, mode, seed, counters)
+        outcome = run_grading(hand_in, options, Outputs(), progress=lambda stage: self._stage(submission, stage),
+                              echo=lambda line: None, sandbox=slot.sandbox, gpu_lock=slot.gpu_lock)
+        if outcome.code != EXIT_GRADED:
+            return outcome, None
+        return outcome, self._files(outcome.result, out, hand_in, mode)
 
-        hand_in, out = tmp / "hand-in", tmp / "out"
+    @staticmethod
+    def _unpacked(tmp: Path, content: bytes) -> Path:
+        """The stored hand-in's files in tmp/hand-in, readable by the sandbox user."""
+        hand_in = tmp / "hand-in"
         hand_in.mkdir()
         with zipfile.ZipFile(io.BytesIO(content)) as archive:
             for name in archive.namelist():  # written by uploads.HandIn.to_zip: plain, known names only
                 (hand_in / Path(name).name).write_bytes(archive.read(name))
         for path in [tmp, hand_in, *hand_in.iterdir()]:
             path.chmod(0o755 if path.is_dir() else 0o644)  # the sandbox user reads them
+        return hand_in
+
+    def _options(self, out: Path, mode: str, seed: int, counters: str = "inline") -> GradeOptions:
         # A check reads answers.yaml for form only, as a student's own copy does:
         # graded against the key, a check would tell a student which answers are right.
         key = None if mode == "grade" else self.scratch / "a-check-has-no-answer-key"
-        options = GradeOptions.for_tree(self.settings.root, self.settings.build_dir, out, mode=mode, seed=seed,
-                                        jobs=build_jobs_each(self.in_flight), answer_key=key)
-        outcome = run_grading(hand_in, options, Outputs(), progress=lambda stage: self._stage(submission, stage),
-                              echo=lambda line: None, sandbox=slot.sandbox, gpu_lock=slot.gpu_lock)
-        if outcome.code != EXIT_GRADED:
-            return outcome, None
-        result = outcome.result
+        return GradeOptions.for_tree(self.settings.root, self.settings.build_dir, out, mode=mode, seed=seed,
+                                     jobs=build_jobs_each(self.in_flight), answer_key=key, counters=counters)
+
+    def _files(self, result, out: Path, hand_in: Path, mode: str) -> dict:
+        """What a grading written in `out` records in tilelab_results."""
+        from ...outputs import prairielearn
+
         plot = out / "roofline.png"
         files = {
             "score": result.score, "max_score": result.max_score,
@@ -325,8 +350,56 @@ class Worker:
                                                         plot if plot.exists() else None)) if mode == "grade"
             else None,
             "outcome": outcome_words(result),
+            "counters_pending": counters_pending(out),
         }
-        return outcome, files
+        return files
+
+    def _defer_counters(self, submission: str) -> None:
+        """The task that reads the counters this grading left for later, below every submission."""
+        import psycopg
+
+        app = make_app(self.settings.database_url, sync=True)
+        with app.open(), psycopg.connect(self.settings.database_url, autocommit=True) as conn:
+            app.configure_task(name=COUNTERS_TASK, queue=QUEUE, priority=COUNTERS_PRIORITY, connection=conn).defer(
+                submission=submission)
+
+    def read_counters(self, submission: str) -> None:
+        """The task: the counters that the recorded grading of `submission`
+        left for later, read now that no submission waits (its priority),
+        and its recorded files written again with them. Its score stays."""
+        import psycopg
+
+        url = self.settings.database_url
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT s.mode, s.seed, h.content, h.checksum, r.grade_json FROM tilelab_submissions s "
+                "JOIN tilelab_handins h ON h.digest = s.handin JOIN tilelab_results r ON r.submission = s.id "
+                "WHERE s.id = %s", (submission,)).fetchone()
+        if row is None:
+            return
+        mode, seed, content, checksum, grade_json = row
+        if hashlib.sha256(content).hexdigest() != checksum:
+            log.warning("%s: its counters are not read: the stored hand-in does not match its checksum", submission)
+            return
+        slot = self.slots.get()
+        try:
+            with tempfile.TemporaryDirectory(dir=self.scratch) as tmp:
+                hand_in, out = self._unpacked(Path(tmp), bytes(content)), Path(tmp) / "out"
+                out.mkdir()
+                (out / "grade.json").write_text(json.dumps(grade_json))  # jsonb: read back as a dict
+                read = read_counters_later(hand_in, self._options(out, mode, seed), Outputs(), sandbox=slot.sandbox,
+                                           gpu_lock=slot.gpu_lock)
+                if counters_pending(out) or not (out / "report.md").exists():
+                    return  # nothing was left for later (a job run twice), or nothing was written
+                files = self._files(GradeResult.from_dict(json.loads((out / "grade.json").read_text())), out,
+                                    hand_in, mode)
+            self._record("UPDATE tilelab_results SET results_json = %s, prairielearn = %s, report_md = %s, "
+                         "report_html = %s, plot_png = %s, grade_json = %s, unpublished = %s WHERE submission = %s",
+                         (files["results_json"], files["prairielearn"], files["report_md"], files["report_html"],
+                          files["plot_png"], files["grade_json"], files["unpublished"], submission))
+            log.info("%s: counters read (%s)", submission, ", ".join(read) or "none could be")
+        finally:
+            self._give_back(slot)
 
     def _stage(self, submission: str, stage: str) -> None:
         import psycopg
