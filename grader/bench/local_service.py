@@ -60,8 +60,9 @@ class LocalService:
         return made.stdout.strip()
 
     def add_worker(self, name: str, gpu: Optional[str], in_flight: Optional[int] = None,
-                   stalled_after: Optional[float] = None) -> None:
-        args = ["worker", "--build", str(self.build), "--data-dir", str(self.data), "--name", name]
+                   stalled_after: Optional[float] = None, counters: str = "inline") -> None:
+        args = ["worker", "--build", str(self.build), "--data-dir", str(self.data), "--name", name,
+                "--counters", counters]
         args += ["--gpu", gpu] if gpu is not None else []
         args += ["--in-flight", str(in_flight)] if in_flight else []
         args += ["--stalled-after", f"{stalled_after:g}"] if stalled_after else []
@@ -151,3 +152,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+    def counters_to_come(self) -> int:
+        """Recorded gradings whose counters are still to be read (tilelab worker --counters later)."""
+        import psycopg
+
+        from tilelab.operations.service.records import counters_to_come
+
+        with psycopg.connect((self.data / "database-url").read_text().strip()) as conn:
+            return counters_to_come(conn)

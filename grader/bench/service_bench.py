@@ -36,8 +36,10 @@ POLL_S = 1.0
 
 
 def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
-                 rate_per_min: Optional[float], log) -> dict:
-    """One service on `gpus`, `count` hand-ins submitted; what it took."""
+                 rate_per_min: Optional[float], log, counters: str = "inline") -> dict:
+    """One service on `gpus`, `count` hand-ins submitted; what it took.
+    `counters`: the workers' (tilelab worker --counters); "later" waits
+    for the counters after the last result too."""
     names = [p.file for p in load_assignment(root / "assignment.yaml").parts] + [ANSWERS_FILE]
     folders = distinct_hand_ins(root, count, out / f"class-{len(gpus)}gpu", f"service-{time.time_ns()}")
     logs = out / f"logs-{len(gpus)}gpu"
@@ -47,7 +49,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
         service.start()
         course = service.token("course")
         for gpu in gpus:
-            service.add_worker(f"gpu{gpu}", gpu, in_flight)
+            service.add_worker(f"gpu{gpu}", gpu, in_flight, counters=counters)
         workers = service.wait_ready([f"gpu{g}" for g in gpus])
         log(f"bench-service: {len(workers)} worker(s) ready; submitting {count} hand-ins "
             + (f"at {rate_per_min:g} a minute" if rate_per_min else "all at once"))
@@ -59,6 +61,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
                 found = service.submit(course, hand_in_files(folder, names), mode="grade", student=folder.name)
                 sent[found["id"]] = time.monotonic()
             finished = wait_all(service, course, sent)
+            counters_s = wait_counters(service) - started if counters == "later" else None
     finally:
         service.stop()
     turns = sorted(f.turnaround_s for f in finished.values() if f.state == "done")
@@ -68,7 +71,16 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             "per_hour": round(per_hour, 1), "per_hour_per_gpu": round(per_hour / max(1, len(gpus)), 1),
             "p50_s": round(percentile(turns, 0.5), 1), "p95_s": round(percentile(turns, 0.95), 1),
             "not_done": sorted({f.state for f in finished.values() if f.state != "done"}),
-            "rate_per_min": rate_per_min, "load": load.figures()}
+            "rate_per_min": rate_per_min, "load": load.figures(), "counters": counters,
+            "counters_read_s": round(counters_s, 1) if counters_s is not None else None}
+
+
+def wait_counters(service: LocalService, seconds: float = 3600) -> float:
+    """When no recorded grading had counters still to come (time.monotonic())."""
+    deadline = time.monotonic() + seconds
+    while service.counters_to_come() and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    return time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -106,7 +118,9 @@ def describe(run: dict) -> str:
     return (f"{len(run['gpus'])} GPU(s): {run['graded']} of {run['hand_ins']} graded in {run['wall_s']:.0f} s = "
             f"{run['per_hour']:,.0f} an hour, {run['per_hour_per_gpu']:,.0f} per GPU; submit to result p50 "
             f"{run['p50_s']:.0f} s, p95 {run['p95_s']:.0f} s; CPUs busy {100 * run['load'].get('cpu_busy', 0):.0f} %"
-            + (f"; {gpu_busy}" if gpu_busy else "") + (f"; not done: {run['not_done']}" if run["not_done"] else ""))
+            + (f"; {gpu_busy}" if gpu_busy else "") + (f"; not done: {run['not_done']}" if run["not_done"] else "")
+            + (f"; the counters left for later all read {run['counters_read_s']:.0f} s after the first submission"
+               if run.get("counters_read_s") is not None else ""))
 
 
 @click.command()
@@ -118,16 +132,19 @@ def describe(run: dict) -> str:
 @click.option("--gpus", default=None, help="GPUs, one worker each, as for `tilelab batch` (default: all).")
 @click.option("--in-flight", type=click.IntRange(min=1), default=None, help="Per worker [default: 3].")
 @click.option("--compare", is_flag=True, help="First the same on one GPU, and the ratio of all GPUs to it.")
+@click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
+              help="The workers' --counters: with later, also when the last counters were read.")
 def main(root: Optional[str], build_dir: Optional[str], out_dir: Optional[str], count: int,
-         rate_per_min: Optional[float], gpus: Optional[str], in_flight: Optional[int], compare: bool) -> None:
+         rate_per_min: Optional[float], gpus: Optional[str], in_flight: Optional[int], compare: bool,
+         counters: str) -> None:
     root_path, build, out = built_tree(root, build_dir, out_dir, "bench-service")
     chosen = parse_gpus(gpus) if gpus is not None else (find_gpus() or [None])
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     runs = []
     if compare and len(chosen) > 1:
-        runs.append(run_deadline(root_path, build, out, count, chosen[:1], in_flight, rate_per_min, log))
+        runs.append(run_deadline(root_path, build, out, count, chosen[:1], in_flight, rate_per_min, log, counters))
     runs.append(run_deadline(root_path, build, out, count * len(chosen), chosen, in_flight,
-                             rate_per_min * len(chosen) if rate_per_min else None, log))
+                             rate_per_min * len(chosen) if rate_per_min else None, log, counters))
     found = {"runs": runs}
     if len(runs) > 1 and runs[0]["per_hour"] > 0:
         found["ratio_to_one_gpu"] = round(runs[1]["per_hour"] / runs[0]["per_hour"], 3)

@@ -18,6 +18,7 @@ from service_fixtures import NAIVE, database, service, start, stop  # noqa: E402
 from tilelab.grading.counters_later import NO_GPU_LATER  # noqa: E402
 from tilelab.grading.stages.speed import COUNTERS_LATER  # noqa: E402
 from tilelab.operations.service.queue import COUNTERS_PRIORITY, COUNTERS_TASK, QUEUE, make_app  # noqa: E402
+from tilelab.operations.service.records import counters_to_come  # noqa: E402
 
 
 def _naive(grade_json: dict) -> dict:
@@ -42,6 +43,7 @@ def test_counters_left_for_later_are_read_by_a_task_and_the_record_written_again
             naive.update(counters_later=hashlib.sha256(NAIVE.encode()).hexdigest(), traffic_note=COUNTERS_LATER)
             conn.execute("UPDATE tilelab_results SET grade_json = %s WHERE submission = %s",
                          (json.dumps(doc), submission))
+            assert counters_to_come(conn) == 1
             url = (service["data"] / "database-url").read_text().strip()
         app = make_app(url, sync=True)
         with app.open():
@@ -63,3 +65,5 @@ def test_counters_left_for_later_are_read_by_a_task_and_the_record_written_again
     assert NO_GPU_LATER in report and COUNTERS_LATER not in report
     assert new_score == score and after["seed"] == doc["seed"]
     assert "counters read" in output, output
+    with database(service) as conn:
+        assert counters_to_come(conn) == 0

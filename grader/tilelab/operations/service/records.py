@@ -200,3 +200,9 @@ def queue_age(conn) -> dict:
         "extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'queued'))::float "
         "FROM tilelab_submissions WHERE state IN ('queued', 'running')").fetchone()
     return {"queued": queued, "running": running, "oldest_queued_s": round(oldest, 1) if oldest is not None else None}
+
+
+def counters_to_come(conn) -> int:
+    """Recorded gradings with counters still to be read (`tilelab worker --counters later`)."""
+    return conn.execute("SELECT count(*) FROM tilelab_results WHERE jsonb_path_exists(grade_json, "
+                        "'$.parts[*] ? (@.counters_later != \"\")')").fetchone()[0]
