@@ -141,6 +141,15 @@ class LocalService:
         except ServiceUnavailable as e:
             raise RuntimeError(str(e)) from None
 
+    def counters_to_come(self) -> int:
+        """Recorded gradings whose counters are still to be read (tilelab worker --counters later)."""
+        import psycopg
+
+        from tilelab.operations.service.records import counters_to_come
+
+        with psycopg.connect((self.data / "database-url").read_text().strip()) as conn:
+            return counters_to_come(conn)
+
 
 def sandbox_processes_left(prefix: str = "tilelab-student") -> list:
     """`user pid command` of every process on the host whose user's name starts with `prefix`."""
@@ -152,12 +161,3 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-    def counters_to_come(self) -> int:
-        """Recorded gradings whose counters are still to be read (tilelab worker --counters later)."""
-        import psycopg
-
-        from tilelab.operations.service.records import counters_to_come
-
-        with psycopg.connect((self.data / "database-url").read_text().strip()) as conn:
-            return counters_to_come(conn)
