@@ -38,6 +38,7 @@ WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
 # Why a timed part has no counters in its report, by GradeOptions.counters.
 COUNTERS_LEFT_OUT = "this grading left the hardware counters out"
 COUNTERS_LATER = "they will be read once the GPU is free; this report is written again then"
+FAR_PAST = "not read: a call ran far past the time at which speed earns no points"
 SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
                   "than that is ended. Make each call faster than the time named above: is all of the work in your "
                   "kernel, and does each thread do only its share of it?")
@@ -362,10 +363,13 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     s.result.reference_traffic = basis.traffic_of(s.part.id, last.j, last.k, last.l)
     if g.options.counters == "inline":
         take_counters(s, run.result)
+    elif g.options.counters == "off":
+        s.result.traffic_note = COUNTERS_LEFT_OUT
+    elif any(slow_stop(v["timing"]).rule != "median" for v in stopped):
+        s.result.traffic_note = FAR_PAST  # as the harness says inline: its calls are not repeated for them
     else:
-        later = g.options.counters == "later"
-        s.result.counters_later = hashlib.sha256(s.source.read_bytes()).hexdigest() if later else ""
-        s.result.traffic_note = COUNTERS_LATER if later else COUNTERS_LEFT_OUT
+        s.result.counters_later = hashlib.sha256(s.source.read_bytes()).hexdigest()
+        s.result.traffic_note = COUNTERS_LATER
     best = dataclasses.replace(speeds[0], fraction=round(fraction, 4))
     s.result.speed = best
     if stopped_words:
