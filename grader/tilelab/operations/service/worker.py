@@ -46,7 +46,7 @@ from ..batch.scheduler import hold_slots, worker_slots
 from ..grading_run import EXIT_GRADED, Outputs, counters_pending, read_counters_later, run_grading
 from . import worker_health
 from .publication import unpublished_files
-from .queue import COUNTERS_PRIORITY, COUNTERS_TASK, QUEUE, TASK, make_app
+from .queue import COUNTERS_PRIORITY, COUNTERS_QUEUE, COUNTERS_TASK, QUEUE, TASK, make_app
 from .worker_health import EnvironmentFault
 
 HEARTBEAT_S = 10.0
@@ -112,8 +112,8 @@ class Worker:
         # Only a fault of this worker's environment puts a job back; a hand-in's own outcome is recorded.
         app.task(name=TASK, queue=QUEUE, retry=RetryStrategy(retry_exceptions=[EnvironmentFault],
                                                              wait=PUT_BACK_S))(self.grade)
-        app.task(name=COUNTERS_TASK, queue=QUEUE, retry=RetryStrategy(retry_exceptions=[EnvironmentFault],
-                                                                      wait=PUT_BACK_S))(self.read_counters)
+        app.task(name=COUNTERS_TASK, queue=COUNTERS_QUEUE,
+                 retry=RetryStrategy(retry_exceptions=[EnvironmentFault], wait=PUT_BACK_S))(self.read_counters)
         try:
             while not self._stop.is_set():
                 health = self._check()
@@ -175,7 +175,9 @@ class Worker:
         self._unhealthy = asyncio.Event()
         async with app.open_async():
             serving = asyncio.create_task(app.run_worker_async(
-                queues=[QUEUE], concurrency=self.in_flight, name=self.settings.name,
+                # Counters need a GPU: a worker without one would only say that none could be had.
+                queues=[QUEUE] + ([COUNTERS_QUEUE] if self.settings.gpu is not None else []),
+                concurrency=self.in_flight, name=self.settings.name,
                 stalled_worker_timeout=self.settings.stalled_after_s,
                 update_heartbeat_interval=min(HEARTBEAT_S, self.settings.stalled_after_s / 3)))
             broken = asyncio.create_task(self._unhealthy.wait())
@@ -360,8 +362,8 @@ class Worker:
 
         app = make_app(self.settings.database_url, sync=True)
         with app.open(), psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-            app.configure_task(name=COUNTERS_TASK, queue=QUEUE, priority=COUNTERS_PRIORITY, connection=conn).defer(
-                submission=submission)
+            app.configure_task(name=COUNTERS_TASK, queue=COUNTERS_QUEUE, priority=COUNTERS_PRIORITY,
+                               connection=conn).defer(submission=submission)
 
     def read_counters(self, submission: str) -> None:
         """The task: the counters that the recorded grading of `submission`
