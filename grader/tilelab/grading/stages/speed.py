@@ -37,7 +37,8 @@ WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
     "waiting for the timing turn", "timing runs starting", "waiting for the GPU alone")
 # Why a timed part has no counters in its report, by GradeOptions.counters.
 COUNTERS_LEFT_OUT = "this grading left the hardware counters out"
-COUNTERS_LATER = "they will be read once the GPU is free; this report is written again then"
+COUNTERS_LATER = ("they are read once the GPU is free, after the score; the grader's copy of this report is written "
+                  "again then")
 FAR_PAST = "not read: a call ran far past the time at which speed earns no points"
 SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
                   "than that is ended. Make each call faster than the time named above: is all of the work in your "
