@@ -362,7 +362,7 @@ def run_batch(
 
     scored_seconds = time.monotonic() - clock
     if gpus and not stop.is_set():  # this run's counters left for later, and an interrupted run's
-        _read_counters_later(students, rows, out_dir, workers, ctx, log)
+        _read_counters_later(students, rows, out_dir, workers, ctx, log, shared)
     for slot in held:
         slot.release()
     done = [rows[s.name] for s in students]
@@ -374,7 +374,7 @@ def run_batch(
 
 
 def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: list, ctx: _ClassGrading,
-                         log: Callable[[str], None]) -> None:
+                         log: Callable[[str], None], shared: Counter) -> None:
     """Once every hand-in is graded, the counters their gradings left for
     later (grading/counters_later.py), read by the same workers, each hand-in's
     outputs written again; a hand-in an earlier run graded this way too."""
@@ -402,6 +402,11 @@ def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: lis
             except Exception as e:  # noqa: BLE001 - one hand-in's counters, not the batch: its report says they are to come
                 log(f"{student.name}: its counters could not be read ({type(e).__name__}: {e})")
             shutil.rmtree(out_dir / student.name / "work", ignore_errors=True)
+            # As between gradings: nothing of one hand-in's runs may run on into the next one's.
+            left = ended_leftovers(worker.sandbox) if shared[worker.sandbox.user] == 1 else []
+            if left:
+                log(f"{worker.label}: {leftovers_words(worker.sandbox, left)}; the others read on")
+                return
 
     threads = [threading.Thread(target=work, args=(w,), name=f"tilelab-batch counters {w.label}", daemon=True)
                for w in workers]
