@@ -31,11 +31,6 @@ CHANGED = "the part file changed after it was graded"
 NO_GPU_LATER = "no GPU could be had when they were to be read"
 
 
-def pending(result: GradeResult) -> list:
-    """The ids of the parts whose counters are still to be read."""
-    return [p.id for p in result.parts if p.counters_later]
-
-
 def read_later(submission: Path, result: GradeResult, options: GradeOptions, *,
                sandbox: Optional[Sandbox] = None, gpu_lock: Optional[GpuLock] = None) -> list:
     """Reads into `result` the counters of its parts that were left for
@@ -64,7 +59,8 @@ def read_later(submission: Path, result: GradeResult, options: GradeOptions, *,
         built = [s for s in states if s.binary is not None]
         for s in built:
             s.result.reference_traffic = waiting[s.part.id].reference_traffic
-        if built and ceilings is not None and basis is not None:
+        on_gpu = bool(built) and ceilings is not None and basis is not None
+        if on_gpu:
             with g.timed("counters"), TimingTurn(g, built, ceilings, basis, run=_read_counters,
                                                  may_run=lambda s: True) as turn:
                 turn.time()
@@ -73,7 +69,7 @@ def read_later(submission: Path, result: GradeResult, options: GradeOptions, *,
             part.counters_later = ""
             if s.binary is None:
                 part.traffic_note = NOT_BUILT_AGAIN
-            elif not s.result.traffic and not s.result.traffic_note:
+            elif not on_gpu:
                 part.traffic_note = NO_GPU_LATER
             else:
                 part.traffic, part.traffic_hints, part.traffic_note = (s.result.traffic, s.result.traffic_hints,

@@ -158,13 +158,20 @@ class _ClassGrading:
     assignment_name: str
     leaderboard_key: Optional[bytes]  # the aliases' secret, where the board shows aliases
 
+    def outputs_of(self, student: Student):
+        """What a hand-in's grading writes: tilelab grade's outputs, with its alias on the class board."""
+        from ..grading_run import Outputs
+
+        key = self.leaderboard_key
+        return Outputs(leaderboard_alias=alias(student.name, self.assignment_name, key) if key else None)
+
 
 def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Worker, ctx: _ClassGrading,
                progress: Callable[[str], None]) -> Row:
     """One grading as `tilelab grade` does it, with the worker's sandbox and
     GPU lock: every output, and results.json in its autograder-error form
     when the grader itself fails."""
-    from ..grading_run import EXIT_GRADED, Outputs, run_grading
+    from ..grading_run import EXIT_GRADED, run_grading
 
     clock = time.monotonic()
     # What an interrupted or failed earlier grading left must not mix with this one.
@@ -172,9 +179,7 @@ def _grade_one(student: Student, out: Path, seed: int, digest: str, worker: _Wor
         out.unlink()
     elif out.exists():
         shutil.rmtree(out)
-    key = ctx.leaderboard_key
-    outputs = Outputs(leaderboard_alias=alias(student.name, ctx.assignment_name, key) if key else None)
-    outcome = run_grading(student.path, ctx.options.replace(out_dir=out, seed=seed), outputs,
+    outcome = run_grading(student.path, ctx.options.replace(out_dir=out, seed=seed), ctx.outputs_of(student),
                           progress=lambda m: progress(f"... {m}"), echo=progress, sandbox=worker.sandbox,
                           gpu_lock=worker.gpu_lock)
     if outcome.code != EXIT_GRADED:
@@ -378,7 +383,7 @@ def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: lis
     """Once every hand-in is graded, the counters their gradings left for
     later (grading/counters_later.py), read by the same workers, each hand-in's
     outputs written again; a hand-in an earlier run graded this way too."""
-    from ..grading_run import Outputs, counters_pending, read_counters_later
+    from ..grading_run import counters_pending, read_counters_later
 
     todo: "queue.Queue" = queue.Queue()
     for s in students:
@@ -387,7 +392,6 @@ def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: lis
     if todo.empty():
         return
     log(f"tilelab batch: every hand-in graded; reading the counters of {todo.qsize()} left for later")
-    key = ctx.leaderboard_key
 
     def work(worker: _Worker) -> None:
         while True:
@@ -395,11 +399,11 @@ def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: lis
                 student = todo.get_nowait()
             except queue.Empty:
                 return
-            outputs = Outputs(leaderboard_alias=alias(student.name, ctx.assignment_name, key) if key else None)
             options = ctx.options.replace(out_dir=out_dir / student.name)
             try:
-                read_counters_later(student.path, options, outputs, sandbox=worker.sandbox, gpu_lock=worker.gpu_lock)
-            except Exception as e:  # noqa: BLE001 - one hand-in's counters, not the batch: its report says they are to come
+                read_counters_later(student.path, options, ctx.outputs_of(student), sandbox=worker.sandbox,
+                                    gpu_lock=worker.gpu_lock)
+            except Exception as e:  # noqa: BLE001 - one hand-in's counters, not the batch; its report says so
                 log(f"{student.name}: its counters could not be read ({type(e).__name__}: {e})")
             shutil.rmtree(out_dir / student.name / "work", ignore_errors=True)
             # As between gradings: nothing of one hand-in's runs may run on into the next one's.

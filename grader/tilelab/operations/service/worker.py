@@ -358,12 +358,10 @@ class Worker:
 
     def _defer_counters(self, submission: str) -> None:
         """The task that reads the counters this grading left for later, below every submission."""
-        import psycopg
-
         app = make_app(self.settings.database_url, sync=True)
-        with app.open(), psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-            app.configure_task(name=COUNTERS_TASK, queue=COUNTERS_QUEUE, priority=COUNTERS_PRIORITY,
-                               connection=conn).defer(submission=submission)
+        with app.open():
+            app.configure_task(name=COUNTERS_TASK, queue=COUNTERS_QUEUE, priority=COUNTERS_PRIORITY).defer(
+                submission=submission)
 
     def read_counters(self, submission: str) -> None:
         """The task: the counters that the recorded grading of `submission`
@@ -389,10 +387,10 @@ class Worker:
                 hand_in, out = self._unpacked(Path(tmp), bytes(content)), Path(tmp) / "out"
                 out.mkdir()
                 (out / "grade.json").write_text(json.dumps(grade_json))  # jsonb: read back as a dict
+                if not counters_pending(out):
+                    return  # read already (a job run twice)
                 read = read_counters_later(hand_in, self._options(out, mode, seed), Outputs(), sandbox=slot.sandbox,
                                            gpu_lock=slot.gpu_lock)
-                if counters_pending(out) or not (out / "report.md").exists():
-                    return  # nothing was left for later (a job run twice), or nothing was written
                 files = self._files(GradeResult.from_dict(json.loads((out / "grade.json").read_text())), out,
                                     hand_in, mode)
             self._record("UPDATE tilelab_results SET results_json = %s, prairielearn = %s, report_md = %s, "
