@@ -55,7 +55,7 @@ def main(root: str, build_dir: str, log_dir: str, no_gpu: bool) -> None:
         print(f"workers ready in {time.monotonic() - started:.1f} s: "
               + ", ".join(f"{n} on {w.get('gpu_name')}" for n, w in workers.items()))
         ok &= remote_check(service, student, root_path, logs)
-        ok &= fork_bombs_beside_correct_hand_ins(service, course, root_path)
+        ok &= fork_bombs_beside_correct_hand_ins(service, course, root_path, logs)
     finally:
         service.stop()
     left = sandbox_processes_left()
@@ -84,7 +84,9 @@ def remote_check(service: LocalService, token: str, root: Path, logs: Path) -> b
     return done.returncode == 0 and "Traceback" not in done.stderr and "What one call moved" in done.stdout
 
 
-def fork_bombs_beside_correct_hand_ins(service: LocalService, token: str, root: Path) -> bool:
+def fork_bombs_beside_correct_hand_ins(service: LocalService, token: str, root: Path, logs: Path) -> bool:
+    """Each hand-in's grade.json is kept in `logs` as STUDENT-grade.json: where a correct one loses
+    points, its stages say why."""
     assignment = load_assignment(root / "assignment.yaml")
     names = [p.file for p in assignment.parts] + ["answers.yaml"]
     bomb = hand_in_files(root / "tests" / "submissions" / "security-fork-bomb", names)
@@ -103,7 +105,9 @@ def fork_bombs_beside_correct_hand_ins(service: LocalService, token: str, root: 
             print(f"{student}: {state['state']} {state.get('message', '')}")
             ok = False
             continue
-        graded = json.loads(service.call("GET", f"/api/v1/submissions/{sid}/grade.json", token)[1])
+        body = service.call("GET", f"/api/v1/submissions/{sid}/grade.json", token)[1]
+        (logs / f"{student}-grade.json").write_bytes(body)
+        graded = json.loads(body)
         parts = ", ".join(f"{p['id']} {p['score']:g}/{p['max_score']:g}" for p in graded["parts"])
         print(f"{student}: {graded['score']:g} / {graded['max_score']:g} in {graded['seconds']:.1f} s: {parts}")
         if student.startswith("correct"):

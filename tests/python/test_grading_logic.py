@@ -566,6 +566,52 @@ print("out", flush=True)
     sharing.wait(timeout=10)
 
 
+def test_a_gpus_figures_are_measured_with_the_gpu_to_themselves_once(tmp_path):
+    """Ceilings and calibration (gpu_cache.kept_or_measured): two workers
+    starting together on one GPU measured them side by side and kept figures
+    far too low. Measured, they are timed holding the GPU's lock host-wide
+    exclusively; kept, the GPU is not taken at all; and the cache is looked at
+    again once the lock is held, so the second grader keeps the first's."""
+    import fcntl
+
+    from tilelab.grading.gpu_cache import kept_or_measured
+
+    def held_by_another(kind: str) -> bool:  # as another process on the host finds the GPU's lock file
+        with open(tmp_path / f"gpu-0.{kind}", "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+
+    lock, seen = GpuLock("0", tmp_path), []
+
+    def measure():
+        seen.append((held_by_another("lock"), held_by_another("timing")))
+        return "measured"
+
+    assert kept_or_measured(lambda: None, measure, lock) == "measured"
+    assert seen == [(True, True)]
+    assert not held_by_another("lock") and not held_by_another("timing")
+
+    def never():
+        raise AssertionError("measured although kept")
+
+    # Kept: no measurement, and the GPU is not taken (a shared run of another process goes on meanwhile).
+    with open(tmp_path / "gpu-0.lock", "a") as other:
+        fcntl.flock(other, fcntl.LOCK_SH)
+        done = []
+        looking = threading.Thread(target=lambda: done.append(kept_or_measured(lambda: "kept", never, lock)))
+        looking.start()
+        looking.join(timeout=10)
+        fcntl.flock(other, fcntl.LOCK_UN)
+    assert done == ["kept"]
+    # Another grader measured while this one waited for the lock: its figures, not a second measurement.
+    looks = iter([None, "kept by the other"])
+    assert kept_or_measured(lambda: next(looks), never, lock) == "kept by the other"
+
+
 def test_clip_lines_says_how_many_lines_it_left_out():
     lines = [f"error {i}" for i in range(50)]
     assert process.clip_lines(lines, 40) == lines[:40] + ["[... 10 more lines not shown ...]"]

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 from ..spec.assignment import Assignment, Part, load_assignment
 from ..system import owned_dirs
-from ..system.gpu_lock import GpuLock
+from ..system.gpu_lock import GpuLock, visible_gpu_lock
 from ..system.paths import ANSWER_KEY_PLACES, ASSIGNMENT_FILE, COMPILED_REFERENCES_DIR, tool_path, unbuilt_reason
 from ..system.sandbox import Sandbox, preflight, sandbox_for_this_process
 from ..system.sandbox_users import HeldSandbox, hold_one_or_base
@@ -144,7 +144,7 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
         if held is not None:
             held.release()
         raise
-    gpu_lock = gpu_lock or GpuLock()
+    gpu_lock = gpu_lock or visible_gpu_lock()
     # A timing run that waits at its gate holds a service: one begun beside the cases needs one more per part.
     services = min(SERVICES, max(1, len(parts)) * (2 if times_early(opt, parts) else 1))
     trusted = TrustedHarness(tools.harness, services=services,

@@ -1,7 +1,11 @@
 """What is measured once per GPU and kept: its ceilings (gpu_ceilings.py) and
 its timed reference solutions (calibration.py). One JSON file per kind and
 GPU, named by the GPU's UUID, in $TILELAB_CACHE_DIR (default
-~/.cache/tilelab); readers never see half a file."""
+~/.cache/tilelab); readers never see half a file.
+
+Both are measured with the GPU to themselves (kept_or_measured): figures
+timed beside another grader's runs, or beside another grader measuring
+them too, would be kept and score every hand-in after them."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 from ..system.atomic import write_atomically
 
@@ -44,6 +48,22 @@ def load(kind: str, uuid: str, parse: Callable[[object], object], errors: tuple)
         # hand: in every case the cure is to measure again.
         return None
     return found if getattr(found, "device_uuid", None) == uuid else None
+
+
+T = TypeVar("T")
+
+
+def kept_or_measured(kept: Callable[[], Optional[T]], measure: Callable[[], T], gpu_lock) -> T:
+    """What the cache keeps (`kept`, a look that needs no GPU), or else
+    `measure()` holding `gpu_lock` (system/gpu_lock.py) exclusively. The cache
+    is looked at again once the lock is held: another grader on this GPU may
+    have measured meanwhile."""
+    found = kept()
+    if found is not None:
+        return found
+    with gpu_lock.exclusive():
+        found = kept()
+        return found if found is not None else measure()
 
 
 def save(kind: str, uuid: str, data: dict) -> Path:

@@ -26,7 +26,7 @@ from ..grading.model import STAGES, GradeResult, PartResult
 from ..grading.options import GradeOptions, build_jobs_each
 from ..operations.grading_run import Outputs, run_grading
 from ..system.cpu_share import gradings_at_once
-from ..system.gpu_lock import GpuLock
+from ..system.gpu_lock import GpuLock, visible_gpu_lock
 from ..system.paths import answer_key_path
 from ..system.sandbox import sandbox_for_this_process
 from ..system.sandbox_users import hold_one_or_base
@@ -336,7 +336,7 @@ def run_selftest(
             # A misspelt name would otherwise pass by, graded by nothing.
             raise SelftestError(f"no hand-in named {', '.join(unknown)} (tests/submissions holds them)")
         hand_ins = [h for h in hand_ins if h.name in names]
-    lock = GpuLock()
+    lock = visible_gpu_lock()  # host-wide: a worker or a batch on this GPU times in turn with the self-test
     # A sandbox user no other grader on this host holds (a batch's or a worker's clean-up ends every process of
     # theirs), shared by the self-test's own gradings; where every one is held, the base user beside them.
     sandbox, held, note = hold_one_or_base(sandbox_for_this_process(), "the self-test's gradings run")

@@ -22,7 +22,10 @@ docs/measurements.md, "Contexts beside a timed part").
 
 A lock named after its GPU holds across processes too: every `tilelab
 worker` and `tilelab batch` on a host that grades on that GPU takes it, so
-two workers on one GPU never time side by side. Across processes it is a
+two workers on one GPU never time side by side; a command that grades or
+measures without naming its GPU (`tilelab grade`, `check`, `calibrate`)
+takes the lock of the GPU its CUDA sees first (visible_gpu_lock), the name
+a batch or a worker on that GPU gives it. Across processes it is a
 pair of lock files (flock) in paths.LOCK_DIR: the GPU's, shared or
 exclusive, and a turnstile that a timing run holds while it waits, so that
 no new shared user of another process starts meanwhile either; a third is
@@ -32,6 +35,7 @@ the timing turn.
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 import threading
 from contextlib import contextmanager
@@ -110,6 +114,17 @@ class GpuLock:
             with self._cond:
                 self._exclusive = False
                 self._cond.notify_all()
+
+
+def visible_gpu() -> str:
+    """The GPU this process's CUDA uses first, as CUDA_VISIBLE_DEVICES names it
+    (GPU 0 where it names none): what a batch or a worker on it is given."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+
+
+def visible_gpu_lock() -> GpuLock:
+    """The host-wide lock of the GPU this process's CUDA uses first."""
+    return GpuLock(visible_gpu())
 
 
 class _HostLock:
