@@ -566,6 +566,56 @@ print("out", flush=True)
     sharing.wait(timeout=10)
 
 
+def test_no_sandbox_user_can_open_a_host_lock():
+    """A student's process that could open a GPU's or a slot's lock file, even
+    only to read, could flock it and hold every grader on the host: the files
+    and their folder are the grader's alone, and a folder of another user's is
+    not used (the lock is then the process's own)."""
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+
+    from tilelab.system.sandbox import Sandbox
+    from tilelab.system.sandbox_users import hold_users
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv, to open the files as another user")
+
+    def as_nobody(script: str, path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+                               "sh", "-c", script, "sh", str(path)], capture_output=True, text=True)
+
+    top = Path(tempfile.mkdtemp(prefix="tilelab-locks-test-"))
+    try:
+        top.chmod(0o755)  # everybody may pass through to the lock folder: only its own modes keep them out
+        locks = top / "locks"
+        with GpuLock("0", locks).exclusive():
+            pass
+        try:  # a slot's lock too, where this host has the sandbox's users (scripts/secure-checkout)
+            user = pwd.getpwnam("tilelab-student")
+            held = hold_users(Sandbox(user=user.pw_name, uid=user.pw_uid, gid=user.pw_gid), 1, locks)
+        except KeyError:
+            held = []
+        names = sorted(p.name for p in locks.iterdir())
+        assert {"gpu-0.lock", "gpu-0.turnstile", "gpu-0.timing"} <= set(names)
+        assert oct(locks.stat().st_mode & 0o777) == "0o700"
+        assert all(oct((locks / n).stat().st_mode & 0o777) == "0o600" for n in names)
+        assert as_nobody('test -x "$1"', top).returncode == 0
+        for name in names:
+            opened = as_nobody('exec 3<"$1"', locks / name)
+            assert opened.returncode != 0 and "Permission denied" in opened.stderr, (name, opened.stderr)
+        for h in held:
+            h.release()
+        theirs = top / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, pwd.getpwnam("nobody").pw_uid, -1)
+        with GpuLock("0", theirs).exclusive():  # this process's lock alone: nothing made in another's folder
+            assert list(theirs.iterdir()) == []
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def test_a_gpus_figures_are_measured_with_the_gpu_to_themselves_once(tmp_path):
     """Ceilings and calibration (gpu_cache.kept_or_measured): two workers
     starting together on one GPU measured them side by side and kept figures

@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Optional
 
-from .paths import LOCK_DIR
+from .paths import LOCK_DIR, open_lock_file
 
 
 class GpuLock:
@@ -138,10 +138,9 @@ class _HostLock:
         self._gate = threading.Lock()  # one flock change at a time in this process
         self._holders = 0
         try:
-            lock_dir.mkdir(parents=True, exist_ok=True)
-            self._gpu: Optional[IO] = open(lock_dir / f"gpu-{name}.lock", "a")
-            self._turnstile: Optional[IO] = open(lock_dir / f"gpu-{name}.turnstile", "a")
-            self._timing: Optional[IO] = open(lock_dir / f"gpu-{name}.timing", "a")
+            self._gpu: Optional[IO] = open_lock_file(lock_dir / f"gpu-{name}.lock")
+            self._turnstile: Optional[IO] = open_lock_file(lock_dir / f"gpu-{name}.turnstile")
+            self._timing: Optional[IO] = open_lock_file(lock_dir / f"gpu-{name}.timing")
         except OSError:
             self._gpu = self._turnstile = self._timing = None
 

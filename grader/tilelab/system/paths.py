@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import IO
 
 ASSIGNMENT_FILE = "assignment.yaml"
 STARTER_DIR = "starter"  # under the project root: what students edit, generated from solutions/
@@ -21,6 +22,23 @@ COMPILED_REFERENCES_DIR = "references"
 # users each grading slot holds (sandbox_users.py) and each GPU's timing turn (gpu_lock.py).
 LOCK_DIR = Path(os.environ.get("TILELAB_LOCK_DIR") or ("/run/lock/tilelab" if Path("/run/lock").is_dir()
                                                        else "/tmp/tilelab-locks"))
+
+
+def open_lock_file(path: Path) -> IO:
+    """A host-wide lock file, opened for flock, in a folder and a file of this
+    user's alone (0700, 0600): a sandbox user who could open one, even only to
+    read, could flock it and hold every grader on the host for as long as its
+    run lasts; one who owned the folder could swap the files. OSError where
+    the folder is another user's or the file cannot be opened: the caller
+    then does without the host-wide lock."""
+    folder = path.parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_uid != os.geteuid():
+        raise PermissionError(f"{folder} belongs to another user")
+    folder.chmod(0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)  # made by an older grader with the umask's mode
+    return os.fdopen(fd, "a")
 
 # The grader's own programs, which every grading needs, under <build>/bin.
 GRADER_TOOLS = ("tilelab-verify", "tilelab-roofline", "tilelab-harness", "tilelab-contain")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional
 
-from .paths import LOCK_DIR
+from .paths import LOCK_DIR, open_lock_file
 from .sandbox import Sandbox, slot_user
 
 END_PATIENCE_S = 5.0  # a process holding a GPU context takes a moment to die
@@ -52,8 +52,6 @@ def hold_users(base: Sandbox, count: int, lock_dir: Path = LOCK_DIR) -> list:
     A sandbox that does not switch users (not root) is itself, unheld."""
     if not base.switches_user:
         return [HeldSandbox(base)]
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    lock_dir.chmod(0o755)
     held, index = [], 0
     while len(held) < count:
         name = slot_user(base.user, index)
@@ -101,7 +99,7 @@ def hold_one_or_base(base: Sandbox, who: str) -> tuple:
 
 
 def _try_lock(path: Path) -> Optional[IO]:
-    lock = open(path, "a")
+    lock = open_lock_file(path)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
