@@ -1,6 +1,9 @@
 """`python -m bench.service_check`: the grading service on this GPU host, as
 the GPU suite checks it (scripts/gpu-suite):
 
+0. the workers start together on one GPU with no figures kept (a cache of
+   their own): they measure its ceilings and time the references in turn,
+   and what they keep is within 10 % of what the GPU suite measured alone;
 1. `tilelab check --remote naive` of the naive solution against a worker on
    a GPU: the table a student without a GPU sees, and the grading's
    grade.json (what a client reads back whole);
@@ -8,7 +11,7 @@ the GPU suite checks it (scripts/gpu-suite):
    correct hand-ins (the solutions): the correct ones keep their full points;
 3. the sandbox users' processes left on the host afterwards: none.
 
-Exit status 0 when all three hold."""
+Exit status 0 when all of them hold."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import click
 
@@ -45,6 +49,8 @@ def main(root: str, build_dir: str, log_dir: str, no_gpu: bool) -> None:
               else [(f"{'cpu' if gpus[0] is None else 'gpu' + gpus[0]}-{i}", gpus[0]) for i in "ab"])
     service = LocalService(root_path, build, Path(tempfile.mkdtemp(prefix="tilelab-service-")), logs)
     ok = True
+    measured_alone = os.environ.get("TILELAB_CACHE_DIR")  # the suite's figures, where it ran before
+    os.environ["TILELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelab-service-cache-")  # for every process below
     try:
         service.start()
         student, course = service.token("student", "alice"), service.token("course")
@@ -54,6 +60,8 @@ def main(root: str, build_dir: str, log_dir: str, no_gpu: bool) -> None:
         workers = service.wait_ready([name for name, _ in placed])
         print(f"workers ready in {time.monotonic() - started:.1f} s: "
               + ", ".join(f"{n} on {w.get('gpu_name')}" for n, w in workers.items()))
+        if not no_gpu:
+            ok &= kept_as_measured_alone({w.get("gpu_uuid") for w in workers.values()}, measured_alone)
         ok &= remote_check(service, student, root_path, logs)
         ok &= fork_bombs_beside_correct_hand_ins(service, course, root_path, logs)
     finally:
@@ -63,6 +71,35 @@ def main(root: str, build_dir: str, log_dir: str, no_gpu: bool) -> None:
     for line in left[:10]:
         print(f"  {line}")
     sys.exit(0 if ok and not left else 1)
+
+
+def kept_as_measured_alone(uuids: set, alone: Optional[str]) -> bool:
+    """What the workers kept of each GPU (its FP32 peak and each reference),
+    against the figures in `alone` (a cache the GPU suite measured with the GPU
+    to itself), where there are any: within 10 % each."""
+    from tilelab.grading import calibration, gpu_ceilings
+
+    def kept(cache: str, uuid: str) -> dict:
+        os.environ["TILELAB_CACHE_DIR"], before = cache, os.environ["TILELAB_CACHE_DIR"]
+        try:
+            ceilings, basis = gpu_ceilings.load_cached(uuid), calibration.load_cached(uuid)
+        finally:
+            os.environ["TILELAB_CACHE_DIR"] = before
+        figures = {"FP32 peak": ceilings.fp32_gflops} if ceilings else {}
+        figures.update({f"{s.part} {s.case}": s.gflops for s in (basis.speeds if basis else ())})
+        return figures
+
+    ok = True
+    for uuid in sorted(u for u in uuids if u):
+        theirs, suite = kept(os.environ["TILELAB_CACHE_DIR"], uuid), kept(alone, uuid) if alone else {}
+        far = [f"{name} {value:,.0f} against {suite[name]:,.0f}" for name, value in theirs.items()
+               if name in suite and abs(value - suite[name]) > 0.1 * suite[name]]
+        print(f"GPU {uuid}: the workers kept {len(theirs)} figures (FP32 peak "
+              f"{theirs.get('FP32 peak', 0):,.0f} GFLOP/s)"
+              + (f"; {len(suite)} measured alone by the suite, " + (f"{len(far)} of them more than 10 % away: "
+                 + "; ".join(far) if far else "all within 10 %") if suite else ""))
+        ok &= bool(theirs) and not far
+    return ok
 
 
 def remote_check(service: LocalService, token: str, root: Path, logs: Path) -> bool:
