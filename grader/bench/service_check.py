@@ -61,7 +61,7 @@ def main(root: str, build_dir: str, log_dir: str, no_gpu: bool) -> None:
         print(f"workers ready in {time.monotonic() - started:.1f} s: "
               + ", ".join(f"{n} on {w.get('gpu_name')}" for n, w in workers.items()))
         if not no_gpu:
-            ok &= kept_as_measured_alone({w.get("gpu_uuid") for w in workers.values()}, measured_alone)
+            ok &= kept_as_measured_alone(Path(os.environ["TILELAB_CACHE_DIR"]), measured_alone)
         ok &= remote_check(service, student, root_path, logs)
         ok &= fork_bombs_beside_correct_hand_ins(service, course, root_path, logs)
     finally:
@@ -73,11 +73,18 @@ def main(root: str, build_dir: str, log_dir: str, no_gpu: bool) -> None:
     sys.exit(0 if ok and not left else 1)
 
 
-def kept_as_measured_alone(uuids: set, alone: Optional[str]) -> bool:
-    """What the workers kept of each GPU (its FP32 peak and each reference),
-    against the figures in `alone` (a cache the GPU suite measured with the GPU
-    to itself), where there are any: within 10 % each."""
+def kept_as_measured_alone(cache: Path, alone: Optional[str]) -> bool:
+    """What the workers kept in `cache` of each GPU (its FP32 peak and each
+    reference), against the figures in `alone` (a cache the GPU suite measured
+    with the GPU to itself), where there are any: within 10 % each. False
+    where they kept nothing."""
     from tilelab.grading import calibration, gpu_ceilings
+
+    prefix = f"{calibration.CACHE_KIND}-"
+    uuids = {p.name[len(prefix):-len(".json")] for p in cache.glob(f"{prefix}*.json")}
+    if not uuids:
+        print(f"the workers kept no calibration in {cache}")
+        return False
 
     def kept(cache: str, uuid: str) -> dict:
         os.environ["TILELAB_CACHE_DIR"], before = cache, os.environ["TILELAB_CACHE_DIR"]
@@ -90,8 +97,8 @@ def kept_as_measured_alone(uuids: set, alone: Optional[str]) -> bool:
         return figures
 
     ok = True
-    for uuid in sorted(u for u in uuids if u):
-        theirs, suite = kept(os.environ["TILELAB_CACHE_DIR"], uuid), kept(alone, uuid) if alone else {}
+    for uuid in sorted(uuids):
+        theirs, suite = kept(str(cache), uuid), kept(alone, uuid) if alone else {}
         far = [f"{name} {value:,.0f} against {suite[name]:,.0f}" for name, value in theirs.items()
                if name in suite and abs(value - suite[name]) > 0.1 * suite[name]]
         print(f"GPU {uuid}: the workers kept {len(theirs)} figures (FP32 peak "
