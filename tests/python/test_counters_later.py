@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.grading.counters_later import CHANGED, NO_GPU_LATER
+from tilelab.grading.counters_later import CHANGED, NO_GPU_LATER, NOT_READ
 from tilelab.grading.model import GradeResult
 from tilelab.grading.options import GradeOptions
 from tilelab.grading.stages.speed import COUNTERS_LATER
-from tilelab.operations.grading_run import EXIT_GRADED, counters_pending, read_counters_later, run_grading
+from tilelab.operations.grading_run import (EXIT_GRADED, counters_not_read, counters_pending, read_counters_later,
+                                           run_grading)
 from tilelab.system.sandbox import Sandbox
 from conftest import built_tree
 
@@ -64,3 +65,19 @@ def test_counters_are_read_of_the_code_graded_or_not_at_all(root, tmp_path):
 def test_a_grading_says_when_its_counters_are_asked_for_in_words_it_knows():
     with pytest.raises(ValueError, match="counters must be one of"):
         GradeOptions.for_tree(Path("."), Path("."), Path("out"), counters="sometimes")
+
+
+def test_counters_that_cannot_be_read_are_no_longer_promised(root, tmp_path):
+    """What a batch or the service's task does where reading them failed: every output says so, the score stays."""
+    out = tmp_path / "out"
+    options = _graded_with_counters_pending(root, root / "solutions", out)
+    before = json.loads((out / "grade.json").read_text())
+    assert counters_not_read(options) == ["naive"]
+    after = json.loads((out / "grade.json").read_text())
+    (naive,) = after["parts"]
+    assert (naive["counters_later"], naive["traffic_note"]) == ("", NOT_READ)
+    assert not counters_pending(out) and after["score"] == before["score"]
+    for written in ("report.md", "results.json"):
+        assert COUNTERS_LATER not in (out / written).read_text()
+    assert NOT_READ in (out / "report.md").read_text()
+    assert counters_not_read(options) == []

@@ -81,3 +81,49 @@ def test_counters_left_for_later_wait_for_a_gpu_worker_and_are_read_by_their_tas
         for held in task._held:
             held.release()
         shutil.rmtree(task.scratch, ignore_errors=True)
+
+
+def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, monkeypatch):
+    """The counters' task fails (here the worker's build tree is gone by the time it runs): the record says the
+    counters could not be read, with the score as it was, instead of promising them for ever."""
+    import dataclasses
+
+    from tilelab.grading.counters_later import NOT_READ
+
+    client, tokens = service["client"], service["tokens"]
+    url = (service["data"] / "database-url").read_text().strip()
+    worker = start("worker", "--build", str(service["build"]), "--data-dir", str(service["data"]))
+    try:
+        status, graded = client.submit(tokens["course"], {"naive.cu": NAIVE}, mode="grade", student="bob")
+        assert status == 202
+        assert client.wait(tokens["course"], graded["id"])["state"] == "done"
+    finally:
+        stop(worker)
+    submission = graded["id"]
+    with database(service) as conn:
+        score, doc = conn.execute("SELECT score, grade_json FROM tilelab_results WHERE submission = %s",
+                                  (submission,)).fetchone()
+        _naive(doc).update(counters_later=hashlib.sha256(NAIVE.encode()).hexdigest(), traffic_note=COUNTERS_LATER)
+        conn.execute("UPDATE tilelab_results SET grade_json = %s WHERE submission = %s", (json.dumps(doc), submission))
+        before = counters_to_come(conn)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    task = Worker(WorkerSettings(root=ROOT, build_dir=service["build"], database_url=url, gpu=None,
+                                 worker_name="counters-fail-test"))
+    try:
+        assert task._check().problem is None
+        gone = tmp_path / "build-being-replaced"
+        gone.mkdir()
+        task.settings = dataclasses.replace(task.settings, build_dir=gone)
+        task.read_counters(submission)
+        with database(service) as conn:
+            after, report, new_score = conn.execute("SELECT grade_json, report_md, score FROM tilelab_results "
+                                                    "WHERE submission = %s", (submission,)).fetchone()
+            assert counters_to_come(conn) == before - 1
+        read = _naive(after)
+        assert (read["counters_later"], read["traffic_note"]) == ("", NOT_READ)
+        assert NOT_READ in report and COUNTERS_LATER not in report
+        assert new_score == score
+    finally:
+        for held in task._held:
+            held.release()
+        shutil.rmtree(task.scratch, ignore_errors=True)

@@ -29,6 +29,17 @@ from .stages.speed import TimingTurn, take_counters
 NOT_BUILT_AGAIN = "the part did not build again when they were to be read"
 CHANGED = "the part file changed after it was graded"
 NO_GPU_LATER = "no GPU could be had when they were to be read"
+NOT_READ = "the grader could not read them after the grading"
+
+
+def give_up(result: GradeResult, why: str = NOT_READ) -> list:
+    """Leaves none of `result`'s counters pending without reading them: each
+    part that waited for its counters says `why` there are none instead (its
+    report no longer promises them). Returns the ids of those parts."""
+    waiting = [p for p in result.parts if p.counters_later]
+    for part in waiting:
+        part.counters_later, part.traffic_note = "", why
+    return [p.id for p in waiting]
 
 
 def read_later(submission: Path, result: GradeResult, options: GradeOptions, *,

@@ -166,8 +166,22 @@ def read_counters_later(submission: Path, options: GradeOptions, outputs: Output
 
     if not counters_pending(options.out_dir):
         return []
+    return _counters_again(options, outputs, lambda result: read_later(submission, result, options, sandbox=sandbox,
+                                                                       gpu_lock=gpu_lock))
+
+
+def counters_not_read(options: GradeOptions, outputs: Outputs = GRADE) -> list:
+    """Where the counters that the grading in options.out_dir left for later
+    cannot be read (counters_later.give_up): its `outputs` written again,
+    saying so instead of promising them. Returns the ids of those parts."""
+    from ..grading.counters_later import give_up
+
+    return _counters_again(options, outputs, give_up) if counters_pending(options.out_dir) else []
+
+
+def _counters_again(options: GradeOptions, outputs: Outputs, change: Callable[[GradeResult], list]) -> list:
     result = GradeResult.from_dict(read_json(options.out_dir / "grade.json"))
     assignment = load_assignment(options.root / ASSIGNMENT_FILE) if outputs.results else None
-    read = read_later(submission, result, options, sandbox=sandbox, gpu_lock=gpu_lock)
+    changed = change(result)
     _write(result, options.out_dir, outputs, assignment)
-    return read
+    return changed

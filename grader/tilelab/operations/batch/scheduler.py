@@ -383,7 +383,7 @@ def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: lis
     """Once every hand-in is graded, the counters their gradings left for
     later (grading/counters_later.py), read by the same workers, each hand-in's
     outputs written again; a hand-in an earlier run graded this way too."""
-    from ..grading_run import counters_pending, read_counters_later
+    from ..grading_run import counters_not_read, counters_pending, read_counters_later
 
     todo: "queue.Queue" = queue.Queue()
     for s in students:
@@ -405,6 +405,7 @@ def _read_counters_later(students: list, rows: dict, out_dir: Path, workers: lis
                                     gpu_lock=worker.gpu_lock)
             except Exception as e:  # noqa: BLE001 - one hand-in's counters, not the batch; its report says so
                 log(f"{student.name}: its counters could not be read ({type(e).__name__}: {e})")
+                counters_not_read(options, ctx.outputs_of(student))
             shutil.rmtree(out_dir / student.name / "work", ignore_errors=True)
             # As between gradings: nothing of one hand-in's runs may run on into the next one's.
             left = ended_leftovers(worker.sandbox) if shared[worker.sandbox.user] == 1 else []

@@ -43,7 +43,8 @@ from ...system.paths import ASSIGNMENT_FILE
 from ...system.sandbox import sandbox_for_this_process
 from ...system.sandbox_users import ended_leftovers, leftovers_words
 from ..batch.scheduler import hold_slots, worker_slots
-from ..grading_run import EXIT_GRADED, Outputs, counters_pending, read_counters_later, run_grading
+from ..grading_run import (EXIT_GRADED, Outputs, counters_not_read, counters_pending, read_counters_later,
+                           run_grading)
 from . import worker_health
 from .publication import unpublished_files
 from .queue import COUNTERS_PRIORITY, COUNTERS_QUEUE, COUNTERS_TASK, QUEUE, TASK, make_app
@@ -366,7 +367,9 @@ class Worker:
     def read_counters(self, submission: str) -> None:
         """The task: the counters that the recorded grading of `submission`
         left for later, read now that no submission waits (its priority),
-        and its recorded files written again with them. Its score stays."""
+        and its recorded files written again with them. Its score stays.
+        Where reading them fails, the files say they could not be read
+        instead of promising them (grading_run.counters_not_read)."""
         import psycopg
 
         url = self.settings.database_url
@@ -389,8 +392,14 @@ class Worker:
                 (out / "grade.json").write_text(json.dumps(grade_json))  # jsonb: read back as a dict
                 if not counters_pending(out):
                     return  # read already (a job run twice)
-                read = read_counters_later(hand_in, self._options(out, mode, seed), Outputs(), sandbox=slot.sandbox,
-                                           gpu_lock=slot.gpu_lock)
+                options = self._options(out, mode, seed)
+                try:
+                    read = read_counters_later(hand_in, options, Outputs(), sandbox=slot.sandbox,
+                                               gpu_lock=slot.gpu_lock)
+                except Exception:  # noqa: BLE001 - retried, it would fail the same: the record stops waiting for them
+                    log.exception("%s: its counters could not be read", submission)
+                    read = []
+                    counters_not_read(options, Outputs())
                 files = self._files(GradeResult.from_dict(json.loads((out / "grade.json").read_text())), out,
                                     hand_in, mode)
             self._record("UPDATE tilelab_results SET results_json = %s, prairielearn = %s, report_md = %s, "
