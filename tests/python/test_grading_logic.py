@@ -576,6 +576,7 @@ def test_no_sandbox_user_can_open_a_host_lock():
     import subprocess
     import tempfile
 
+    from tilelab.system import paths
     from tilelab.system.sandbox import Sandbox
     from tilelab.system.sandbox_users import hold_users
 
@@ -612,6 +613,11 @@ def test_no_sandbox_user_can_open_a_host_lock():
         os.chown(theirs, pwd.getpwnam("nobody").pw_uid, -1)
         with GpuLock("0", theirs).exclusive():  # this process's lock alone: nothing made in another's folder
             assert list(theirs.iterdir()) == []
+        # Nor can a student make root's lock folder before root does, and own it: no folder on its way is
+        # another user's, or one that others may write in (/run/lock and /tmp are).
+        for folder in [f for f in paths._lock_dir().parents if f.exists()]:
+            mode = folder.stat()
+            assert mode.st_uid == 0 and not mode.st_mode & 0o022, f"{folder} lets others make root's lock folder"
     finally:
         shutil.rmtree(top, ignore_errors=True)
 

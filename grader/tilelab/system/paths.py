@@ -18,10 +18,19 @@ ANSWER_KEY_PLACES = (ANSWER_KEY_FILE, BUNDLED_ANSWER_KEY_FILE)
 COMPILED_REFERENCES_DIR = "references"
 
 
-# Host-wide locks, shared by every grader process on this host: the sandbox
-# users each grading slot holds (sandbox_users.py) and each GPU's timing turn (gpu_lock.py).
-LOCK_DIR = Path(os.environ.get("TILELAB_LOCK_DIR") or ("/run/lock/tilelab" if Path("/run/lock").is_dir()
-                                                       else "/tmp/tilelab-locks"))
+def _lock_dir() -> Path:
+    """Root's graders keep their locks where only root may make a folder
+    (/run): in a folder anybody may make (/run/lock, /tmp), a student who made
+    it first would own it. Other users' are their own (a student's checks)."""
+    uid = os.geteuid()
+    if uid == 0 and Path("/run").is_dir():
+        return Path("/run/tilelab/locks")
+    return Path("/run/lock" if Path("/run/lock").is_dir() else "/tmp") / f"tilelab-locks-{uid}"
+
+
+# Host-wide locks, shared by every grader process of one user on this host: the
+# sandbox users each grading slot holds (sandbox_users.py) and each GPU's timing turn (gpu_lock.py).
+LOCK_DIR = Path(os.environ.get("TILELAB_LOCK_DIR") or _lock_dir())
 
 
 def open_lock_file(path: Path) -> IO:
