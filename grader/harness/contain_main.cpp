@@ -9,9 +9,10 @@
 // Whatever the leader starts, however it detaches (setsid, a double fork,
 // daemon()), stays its descendant: an orphan is re-parented here, not to
 // init. The run is over when the leader ends, or when SIGTERM, SIGINT or
-// SIGHUP arrives (the grader's time limit): then every process left is
+// SIGHUP arrives (the grader's time limit): then every process below it is
 // killed and reaped, again and again until none is left (a fork bomb's
-// children come back here as their parents die), for at most a few seconds.
+// children come back here as their parents die), for at most a few seconds,
+// at a real-time priority where it may take one, so that no bomb outruns it.
 // A process group or session cannot escape this, and neither can a process
 // that closes its pipes: none of them outlives the run.
 //
@@ -27,6 +28,7 @@
 // COMMAND cannot be started, 2 for a usage error.
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -40,6 +42,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -60,13 +63,13 @@ double cpu_ms(const rusage& ru) {
   return ms(ru.ru_utime) + ms(ru.ru_stime);
 }
 
-// The pids whose parent is this process, read from /proc: after the leader
-// ends, every process of the run is one of them or below one of them.
-std::vector<pid_t> children() {
-  std::vector<pid_t> found;
-  const pid_t self = getpid();
+// Every process below this one, read from /proc in one pass (each pid's
+// parent, then the tree from here): after the leader ends, every process of
+// the run is one of them.
+std::vector<pid_t> descendants() {
+  std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid)
   DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
+  if (proc == nullptr) return {};
   while (dirent* entry = readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
@@ -82,11 +85,18 @@ std::vector<pid_t> children() {
     const char* close = std::strrchr(buffer, ')');
     char state = 0;
     long ppid = 0;
-    if (close != nullptr && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self) {
-      found.push_back(static_cast<pid_t>(pid));
+    if (close != nullptr && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2) {
+      parent_of.emplace_back(static_cast<pid_t>(pid), static_cast<pid_t>(ppid));
     }
   }
   closedir(proc);
+  std::vector<pid_t> found{getpid()};
+  for (size_t i = 0; i < found.size(); ++i) {  // breadth first: each found pid's children join the end
+    for (const auto& [pid, ppid] : parent_of) {
+      if (ppid == found[i]) found.push_back(pid);
+    }
+  }
+  found.erase(found.begin());
   return found;
 }
 
@@ -110,16 +120,22 @@ bool reap(Tally& tally, pid_t leader, int* leader_status) {
 }
 
 // Kills and reaps everything below this process until nothing is left or the patience runs out;
-// returns how many were left.
+// returns how many were left. Every process of the tree is killed in each pass, not only this one's
+// children: a fork bomb refills the places its killed parents leave faster than one layer a pass ends.
+// And this process runs first meanwhile (a real-time priority, where it may take one): a fork bomb whose
+// processes each start a session of their own otherwise gets a share of the CPUs each, and this one a
+// few per cent of them, until the grader's patience ends first and leaves the bomb running.
 long end_all(Tally& tally, pid_t leader, int* leader_status) {
+  const sched_param first{1};
+  sched_setscheduler(0, SCHED_RR, &first);
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   for (;;) {
     if (reap(tally, leader, leader_status)) return 0;
-    const std::vector<pid_t> left = children();
+    const std::vector<pid_t> left = descendants();
     for (pid_t pid : left) kill(pid, SIGKILL);
     if (std::chrono::steady_clock::now() >= deadline) {
       reap(tally, leader, leader_status);
-      return static_cast<long>(children().size());
+      return static_cast<long>(descendants().size());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(left.empty() ? 1 : 5));
   }

@@ -49,6 +49,12 @@ PROGRAMS = {
         int main(void) {
             for (;;) { fork(); }
         }""",
+    # The same, each child a session of its own: out of the run's process group, and, where the kernel
+    # groups processes by session for the CPUs, each with a share of them as large as the container's.
+    "session_bomb": """
+        int main(void) {
+            for (;;) { if (fork() == 0) setsid(); }
+        }""",
     # Host work handed to a child the launcher never waits for.
     "cpu_child": """
         int main(void) {
@@ -144,6 +150,14 @@ def test_a_fork_bomb_ends_at_its_time_limit_and_leaves_nothing(programs, sandbox
     done, took = contained_run(programs["fork_bomb"], sandbox, 2, place)
     assert done.timed_out and took < 2 + process.CONTAIN_PATIENCE_S + 2, took
     assert running(programs["fork_bomb"]) == []
+    if sandbox.switches_user:
+        assert processes_of(sandbox.uid) == [] and ended_leftovers(sandbox) == []
+
+
+def test_a_fork_bomb_of_sessions_ends_at_its_time_limit_and_leaves_nothing(programs, sandbox, place):
+    done, took = contained_run(programs["session_bomb"], sandbox, 2, place)
+    assert done.timed_out and took < 2 + process.CONTAIN_PATIENCE_S + 2, took
+    assert done.left == 0 and running(programs["session_bomb"]) == []
     if sandbox.switches_user:
         assert processes_of(sandbox.uid) == [] and ended_leftovers(sandbox) == []
 
@@ -289,3 +303,4 @@ def test_a_held_users_leftovers_are_ended_before_it_grades(tmp_path):
     assert processes_of(sandbox.uid) == [] and not Path(f"/proc/{left.pid}").exists()  # killed, and reaped
     left.poll()
     held.release()
+
