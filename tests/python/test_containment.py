@@ -304,3 +304,23 @@ def test_a_held_users_leftovers_are_ended_before_it_grades(tmp_path):
     left.poll()
     held.release()
 
+
+def test_every_run_but_a_timed_one_takes_its_users_share_of_the_cpus(sandbox, place):
+    """A fork bomb's processes hold every CPU they can until their run ends: each sandbox user's runs, their
+    container and all, join that user's CPU group (system/cpu_groups.py), so the bomb takes its user's share and
+    the other slots keep theirs. A timed run stays outside, with the priority it had."""
+    from tilelab.system import cpu_groups
+
+    if sandbox.cpu_group is None:
+        pytest.skip("skipped: no CPU group here (not root, or the host lets root make none)")
+    group = f"/{cpu_groups.GROUP}/{sandbox.user}"
+
+    def groups_of_a_run(background: bool) -> list:
+        work = Path(tempfile.mkdtemp(dir=place))
+        sandbox.own(work)
+        done = process.run(["cat", "/proc/self/cgroup"], 10, cwd=work, sandbox=sandbox, background=background)
+        assert done.exit_code == 0, done
+        return [line.split(":", 2)[2] for line in done.stdout.splitlines() if line.count(":") >= 2]
+
+    assert group in groups_of_a_run(background=True)
+    assert group not in groups_of_a_run(background=False)

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
+from . import cpu_groups
+
 if TYPE_CHECKING:
     from .sandbox import Sandbox
 
@@ -264,6 +266,10 @@ def run(
         argv = sandbox.wrap(argv)
         env = env if env is not None else sandbox.env(Path(cwd) if cwd else Path("/tmp"))
     argv = [str(a) for a in outside] + argv
+    if background and sandbox is not None:
+        # The run joins its sandbox user's CPU group, and a fork bomb takes that user's share alone; its
+        # container stays outside, so that the bomb cannot starve what ends it.
+        argv = cpu_groups.joined(argv, sandbox.cpu_group)
     report = None
     if sandbox is not None and sandbox.contain is not None:
         report = os.pipe()

@@ -47,6 +47,9 @@ class Sandbox:
     # tilelab-contain of the build tree: every run in this sandbox ends whole with its leader
     # (process.run). None: a run is a process group, and a process that leaves it is not ended.
     contain: Optional[Path] = None
+    # The cgroup.procs of this user's share of the host's CPUs (cpu_groups.py), which every run but a timed
+    # one joins (process.run); None: the runs share the CPUs process by process.
+    cpu_group: Optional[Path] = None
 
     @property
     def gpu_env(self) -> Optional[dict]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional
 
+from . import cpu_groups
 from .paths import LOCK_DIR, open_lock_file
 from .sandbox import Sandbox, slot_user
 
@@ -65,7 +66,8 @@ def hold_users(base: Sandbox, count: int, lock_dir: Path = LOCK_DIR) -> list:
         lock = _try_lock(lock_dir / f"{name}.lock")
         if lock is None:
             continue  # another grader holds it
-        sandbox = dataclasses.replace(base, user=name, uid=entry.pw_uid, gid=entry.pw_gid)
+        sandbox = dataclasses.replace(base, user=name, uid=entry.pw_uid, gid=entry.pw_gid,
+                                      cpu_group=cpu_groups.group_of(name))
         if ended_leftovers(sandbox):
             lock.close()  # a user whose processes cannot be ended is no slot's
             continue
