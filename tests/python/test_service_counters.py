@@ -10,6 +10,7 @@ import hashlib
 import json
 import shutil
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -29,6 +30,31 @@ def _naive(grade_json: dict) -> dict:
     return next(p for p in grade_json["parts"] if p["id"] == "naive")
 
 
+@contextmanager
+def _counters_task(service, monkeypatch, name: str):
+    """A worker, in this process, that runs the counters' task as one with a GPU would (this one has none)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    url = (service["data"] / "database-url").read_text().strip()
+    task = Worker(WorkerSettings(root=ROOT, build_dir=service["build"], database_url=url, gpu=None, worker_name=name))
+    try:
+        assert task._check().problem is None
+        yield task
+    finally:
+        for held in task._held:
+            held.release()
+        shutil.rmtree(task.scratch, ignore_errors=True)
+
+
+def _left_for_later(conn, submission: str) -> tuple:
+    """The recorded grading of `submission` as one on a GPU behind a queue records it: naive timed, its
+    counters to come. (score, grade_json)."""
+    score, doc = conn.execute("SELECT score, grade_json FROM tilelab_results WHERE submission = %s",
+                              (submission,)).fetchone()
+    _naive(doc).update(counters_later=hashlib.sha256(NAIVE.encode()).hexdigest(), traffic_note=COUNTERS_LATER)
+    conn.execute("UPDATE tilelab_results SET grade_json = %s WHERE submission = %s", (json.dumps(doc), submission))
+    return score, doc
+
+
 def test_counters_left_for_later_wait_for_a_gpu_worker_and_are_read_by_their_task(service, monkeypatch):
     client, tokens = service["client"], service["tokens"]
     url = (service["data"] / "database-url").read_text().strip()
@@ -40,13 +66,7 @@ def test_counters_left_for_later_wait_for_a_gpu_worker_and_are_read_by_their_tas
         assert client.wait(tokens["course"], graded["id"])["state"] == "done"
         submission = graded["id"]
         with database(service) as conn:
-            score, doc = conn.execute("SELECT score, grade_json FROM tilelab_results WHERE submission = %s",
-                                      (submission,)).fetchone()
-            # As a grading on a GPU behind a queue records it: naive timed, its counters to come.
-            _naive(doc).update(counters_later=hashlib.sha256(NAIVE.encode()).hexdigest(),
-                               traffic_note=COUNTERS_LATER)
-            conn.execute("UPDATE tilelab_results SET grade_json = %s WHERE submission = %s",
-                         (json.dumps(doc), submission))
+            score, doc = _left_for_later(conn, submission)
             assert counters_to_come(conn) == 1
         app = make_app(url, sync=True)
         with app.open():
@@ -59,11 +79,7 @@ def test_counters_left_for_later_wait_for_a_gpu_worker_and_are_read_by_their_tas
         output = stop(worker)
 
     # The task, as a worker with a GPU runs it (this one has none: the counters cannot be had).
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    task = Worker(WorkerSettings(root=ROOT, build_dir=service["build"], database_url=url, gpu=None,
-                                 worker_name="counters-test"))
-    try:
-        assert task._check().problem is None
+    with _counters_task(service, monkeypatch, "counters-test") as task:
         task.read_counters(submission)
         with database(service) as conn:
             after, report, new_score = conn.execute("SELECT grade_json, report_md, score FROM tilelab_results "
@@ -77,10 +93,6 @@ def test_counters_left_for_later_wait_for_a_gpu_worker_and_are_read_by_their_tas
         with database(service) as conn:
             assert conn.execute("SELECT grade_json FROM tilelab_results WHERE submission = %s",
                                 (submission,)).fetchone()[0] == after
-    finally:
-        for held in task._held:
-            held.release()
-        shutil.rmtree(task.scratch, ignore_errors=True)
 
 
 def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, monkeypatch):
@@ -91,7 +103,6 @@ def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, 
     from tilelab.grading.counters_later import NOT_READ
 
     client, tokens = service["client"], service["tokens"]
-    url = (service["data"] / "database-url").read_text().strip()
     worker = start("worker", "--build", str(service["build"]), "--data-dir", str(service["data"]))
     try:
         status, graded = client.submit(tokens["course"], {"naive.cu": NAIVE}, mode="grade", student="bob")
@@ -101,16 +112,9 @@ def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, 
         stop(worker)
     submission = graded["id"]
     with database(service) as conn:
-        score, doc = conn.execute("SELECT score, grade_json FROM tilelab_results WHERE submission = %s",
-                                  (submission,)).fetchone()
-        _naive(doc).update(counters_later=hashlib.sha256(NAIVE.encode()).hexdigest(), traffic_note=COUNTERS_LATER)
-        conn.execute("UPDATE tilelab_results SET grade_json = %s WHERE submission = %s", (json.dumps(doc), submission))
+        score, _ = _left_for_later(conn, submission)
         before = counters_to_come(conn)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    task = Worker(WorkerSettings(root=ROOT, build_dir=service["build"], database_url=url, gpu=None,
-                                 worker_name="counters-fail-test"))
-    try:
-        assert task._check().problem is None
+    with _counters_task(service, monkeypatch, "counters-fail-test") as task:
         gone = tmp_path / "build-being-replaced"
         gone.mkdir()
         task.settings = dataclasses.replace(task.settings, build_dir=gone)
@@ -123,7 +127,3 @@ def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, 
         assert (read["counters_later"], read["traffic_note"]) == ("", NOT_READ)
         assert NOT_READ in report and COUNTERS_LATER not in report
         assert new_score == score
-    finally:
-        for held in task._held:
-            held.release()
-        shutil.rmtree(task.scratch, ignore_errors=True)
