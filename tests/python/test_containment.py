@@ -324,3 +324,8 @@ def test_every_run_but_a_timed_one_takes_its_users_share_of_the_cpus(sandbox, pl
 
     assert group in groups_of_a_run(background=True)
     assert group not in groups_of_a_run(background=False)
+    # All of them together weigh as one process at the lowest priority, as each background run did alone
+    # (nice 19): a timed run outside keeps its priority over them.
+    weights = {name: (sandbox.cpu_group.parent.parent / name) for name in cpu_groups.LOWEST}
+    (name, path), = [(n, p) for n, p in weights.items() if p.is_file()]
+    assert path.read_text().strip() == cpu_groups.LOWEST[name]
