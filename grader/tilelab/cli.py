@@ -293,17 +293,14 @@ def _warm_up(build: Path) -> None:
     gpu_ceilings.probe_early(tool_path(build, gpu_ceilings.TOOL_NAME))
 
 
-def _gpu(build: Path, gpu_lock, refresh: bool = False):
-    """This machine's GPU and its ceilings, measured with the GPU to themselves where none are kept (or on
-    `refresh`), or a one-line error."""
-    from .grading import gpu_cache
+def _gpu(build: Path, refresh: bool = False):
+    """This machine's GPU and its measured ceilings (with the GPU to themselves: get_ceilings), or a
+    one-line error."""
     from .grading import gpu_ceilings as rl
 
     tool = tool_path(build, "tilelab-roofline")
     device = rl.device_info(tool)
-    kept = (lambda: None) if refresh else (lambda: rl.cached_ceilings(device))
-    return device, gpu_cache.kept_or_measured(kept, lambda: rl.get_ceilings(tool, refresh=refresh, device=device),
-                                              gpu_lock)
+    return device, rl.get_ceilings(tool, refresh=refresh, device=device)
 
 
 @main.command()
@@ -313,24 +310,19 @@ def _gpu(build: Path, gpu_lock, refresh: bool = False):
 def roofline(ctx: click.Context, build_dir: str | None, refresh: bool) -> None:
     """Print this GPU's ceilings (measured once per GPU, then cached) and the
     reference solutions' ladder under them, with each part's speed targets."""
-    from .grading import calibration, gpu_cache
+    from .grading import calibration
     from .grading import gpu_ceilings as rl
     from .spec.reference_gpu import ReferenceGpuError, load_reference_gpu
-    from .system.gpu_lock import visible_gpu_lock
 
     root = root_of(ctx.obj["root"])
     assignment = _load(root)
     build = built_dir(root, build_dir)
-    lock = visible_gpu_lock()
-    device, ceilings = _gpu(build, lock, refresh)
+    device, ceilings = _gpu(build, refresh)
     click.echo(rl.describe(ceilings))
     click.echo()
     try:
         if calibration.has_references(build, assignment):
-            verify = tool_path(build, "tilelab-verify")
-            ladder = gpu_cache.kept_or_measured(
-                lambda: calibration.cached_calibration(build, assignment, device),
-                lambda: calibration.get_calibration(build, assignment, device, verify)[0], lock)
+            ladder, _ = calibration.get_calibration(build, assignment, device, tool_path(build, "tilelab-verify"))
         else:
             ladder = calibration.estimate(assignment, ceilings, device, load_reference_gpu(root))
     except (calibration.CalibrationError, ReferenceGpuError) as e:
@@ -347,8 +339,6 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
     the references, assignment.yaml, the toolkit or the driver change)."""
     from .grading import calibration
     from .grading import gpu_ceilings as rl
-    from .system.gpu_lock import visible_gpu_lock
-
     root = root_of(ctx.obj["root"])
     assignment = _load(root)
     build = built_dir(root, build_dir)
@@ -356,10 +346,8 @@ def calibrate(ctx: click.Context, build_dir: str | None) -> None:
         raise click.ClickException(
             f"{build} holds no reference solutions to time ({calibration.REFERENCE_DIR}/<part>): calibrate from "
             "the course's checkout (solutions/) or the autograder bundle (references/), not a student's copy")
-    lock = visible_gpu_lock()
-    device, ceilings = _gpu(build, lock)
-    with lock.exclusive():  # timed beside a worker's gradings, the references would read slow, and slow them
-        ladder, fallen = calibration.recalibrate(build, assignment, device, tool_path(build, "tilelab-verify"))
+    device, ceilings = _gpu(build)
+    ladder, fallen = calibration.recalibrate(build, assignment, device, tool_path(build, "tilelab-verify"))
     click.echo(rl.describe(ceilings))
     click.echo()
     click.echo(calibration.describe(ladder, ceilings, assignment))

@@ -26,6 +26,7 @@ from ..errors import TilelabError
 from ..spec.assignment import Assignment, Part
 from ..spec.matmul import intensity, matmul_flop
 from ..spec.reference_gpu import REFERENCE_GPU_PATH, published_gflops
+from ..system.gpu_lock import GpuLock, visible_gpu_lock
 from ..system.paths import tool_path
 from ..system.sandbox import Sandbox
 from . import gpu_cache, traffic
@@ -363,43 +364,44 @@ def _device_uuid(device: dict) -> str:
         raise CalibrationError(str(e)) from None
 
 
-def cached_calibration(build_dir: Path, assignment: Assignment, device: dict) -> Optional["Calibration"]:
-    """This GPU's cached calibration while its fingerprint holds, else None:
-    a look that needs no GPU, so a grading takes the GPU for itself only
-    when there is something to time."""
-    cached = load_cached(_device_uuid(device))
-    return cached if cached is not None and cached.fingerprint == fingerprint(build_dir, assignment, device) else None
-
-
 def get_calibration(build_dir: Path, assignment: Assignment, device: dict, verify_tool: Path,
                     sandbox: Optional[Sandbox] = None, refresh: bool = False,
-                    accept_drop: bool = False) -> tuple:
+                    accept_drop: bool = False, gpu_lock: Optional[GpuLock] = None) -> tuple:
     """This GPU's calibration: (Calibration, measured_now). From the cache
-    while its fingerprint holds; otherwise timed now and cached. A new one
-    far below the last one of the same GPU raises CalibrationError and is not
-    kept, unless `accept_drop` (staff ran `tilelab calibrate` on purpose)."""
+    while its fingerprint holds; otherwise timed now, holding `gpu_lock`
+    (default: that of the GPU this process's CUDA sees first) exclusively
+    (gpu_cache.kept_or_measured), and cached. A new one far below the last
+    one of the same GPU raises CalibrationError and is not kept, unless
+    `accept_drop` (staff ran `tilelab calibrate` on purpose)."""
     uuid = _device_uuid(device)
     current = fingerprint(build_dir, assignment, device)
-    cached = load_cached(uuid)
-    if cached is not None and cached.fingerprint == current and not refresh:
-        return cached, False
-    calibration = measure(build_dir, assignment, device, verify_tool, sandbox, current)
-    fallen = drops(calibration, cached)
-    if fallen and not accept_drop:
-        raise CalibrationError("the reference solutions ran far slower than at the last calibration of this GPU ("
-                               + "; ".join(fallen) + "): is the GPU throttled or shared? Speed is not scored "
-                               "until staff run `tilelab calibrate` on a healthy GPU")
-    save(calibration)
-    return calibration, True
+
+    def kept() -> Optional[tuple]:
+        cached = load_cached(uuid)
+        return (cached, False) if cached is not None and cached.fingerprint == current and not refresh else None
+
+    def timed() -> tuple:
+        calibration = measure(build_dir, assignment, device, verify_tool, sandbox, current)
+        fallen = drops(calibration, load_cached(uuid))
+        if fallen and not accept_drop:
+            raise CalibrationError("the reference solutions ran far slower than at the last calibration of this GPU ("
+                                   + "; ".join(fallen) + "): is the GPU throttled or shared? Speed is not scored "
+                                   "until staff run `tilelab calibrate` on a healthy GPU")
+        save(calibration)
+        return calibration, True
+
+    return gpu_cache.kept_or_measured(kept, timed, gpu_lock or visible_gpu_lock())
 
 
 def recalibrate(build_dir: Path, assignment: Assignment, device: dict, verify_tool: Path,
-                sandbox: Optional[Sandbox] = None) -> tuple:
-    """Times the references now and keeps the result whatever it is (staff
-    asked for it): (Calibration, the drops against the last one, in words)."""
-    previous = load_cached(_device_uuid(device))
-    calibration = measure(build_dir, assignment, device, verify_tool, sandbox)
-    save(calibration)
+                sandbox: Optional[Sandbox] = None, gpu_lock: Optional[GpuLock] = None) -> tuple:
+    """Times the references now, holding `gpu_lock` as get_calibration does, and
+    keeps the result whatever it is (staff asked for it): (Calibration, the
+    drops against the last one, in words)."""
+    with (gpu_lock or visible_gpu_lock()).exclusive():
+        previous = load_cached(_device_uuid(device))
+        calibration = measure(build_dir, assignment, device, verify_tool, sandbox)
+        save(calibration)
     return calibration, drops(calibration, previous)
 
 

@@ -21,6 +21,7 @@ from typing import Optional
 
 from ..errors import TilelabError
 from ..system import warmup
+from ..system.gpu_lock import GpuLock, visible_gpu_lock
 from . import gpu_cache
 
 TOOL_NAME = "tilelab-roofline"
@@ -351,26 +352,23 @@ def save(ceilings: Ceilings) -> Path:
     return gpu_cache.save(CACHE_KIND, ceilings.device_uuid, ceilings.to_dict())
 
 
-def cached_ceilings(device: dict) -> Optional[Ceilings]:
-    """This GPU's ceilings from the cache, or None (a look that needs no GPU)."""
-    return load_cached(_device_uuid(device))
-
-
 def get_ceilings(tool: Path, refresh: bool = False, timeout_s: float = 120, env: Optional[dict] = None,
-                 device: Optional[dict] = None) -> Ceilings:
-    """This GPU's ceilings: from the cache, or measured (and cached) when there are none or on refresh.
-    `device` is what device_info returned, when the caller has already asked."""
+                 device: Optional[dict] = None, gpu_lock: Optional[GpuLock] = None) -> Ceilings:
+    """This GPU's ceilings: from the cache, or measured (and cached) when there are none or on refresh,
+    holding `gpu_lock` (default: that of the GPU this process's CUDA sees first) exclusively
+    (gpu_cache.kept_or_measured). `device` is what device_info returned, when the caller has already asked."""
     uuid = _device_uuid(device if device is not None else device_info(tool, timeout_s, env))
-    if not refresh:
-        cached = load_cached(uuid)
-        if cached is not None:
-            return cached
-    ceilings = measure(tool, timeout_s, env=env)
-    if ceilings.device_uuid != uuid:
-        # CUDA_VISIBLE_DEVICES or the hardware changed between the two runs.
-        raise RooflineError(f"{TOOL_NAME} named GPU {uuid} but then measured GPU {ceilings.device_uuid}")
-    save(ceilings)
-    return ceilings
+
+    def measured() -> Ceilings:
+        ceilings = measure(tool, timeout_s, env=env)
+        if ceilings.device_uuid != uuid:
+            # CUDA_VISIBLE_DEVICES or the hardware changed between the two runs.
+            raise RooflineError(f"{TOOL_NAME} named GPU {uuid} but then measured GPU {ceilings.device_uuid}")
+        save(ceilings)
+        return ceilings
+
+    return gpu_cache.kept_or_measured(lambda: None if refresh else load_cached(uuid), measured,
+                                      gpu_lock or visible_gpu_lock())
 
 
 def describe(ceilings: Ceilings) -> str:

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from typing import Optional
 
 from ...spec.reference_gpu import ReferenceGpuError, load_reference_gpu
-from .. import calibration, gpu_cache, gpu_ceilings
+from .. import calibration, gpu_ceilings
 from ..remembered_capability import recall_capability, remember_capability
 from ..context import Grading
 from ..model import NO_DEVICE_NOTE, NO_TARGETS_NOTE
@@ -102,9 +102,7 @@ def measured_ceilings(g: Grading, gpu: dict):
     """The GPU's measured ceilings, or None (with a note) when they could not be had."""
     try:
         # Measured once per GPU, with the GPU to itself, then cached.
-        ceilings = gpu_cache.kept_or_measured(
-            lambda: gpu_ceilings.cached_ceilings(gpu),
-            lambda: gpu_ceilings.get_ceilings(g.tools.probe, env=g.sandbox.gpu_env, device=gpu), g.gpu_lock)
+        ceilings = gpu_ceilings.get_ceilings(g.tools.probe, env=g.sandbox.gpu_env, device=gpu, gpu_lock=g.gpu_lock)
     except gpu_ceilings.RooflineError as e:
         g.notes.append(f"The GPU's ceilings could not be measured ({e}): speed was not measured.")
         return None
@@ -120,10 +118,8 @@ def speed_basis(g: Grading, gpu: dict, ceilings) -> Optional[calibration.Calibra
     if calibration.has_references(opt.build_dir, assignment):
         try:
             # The references are timed with the GPU to themselves, as a part is.
-            basis = gpu_cache.kept_or_measured(
-                lambda: calibration.cached_calibration(opt.build_dir, assignment, gpu),
-                lambda: calibration.get_calibration(opt.build_dir, assignment, gpu, g.tools.verify, g.sandbox)[0],
-                g.gpu_lock)
+            basis, _ = calibration.get_calibration(opt.build_dir, assignment, gpu, g.tools.verify, g.sandbox,
+                                                   gpu_lock=g.gpu_lock)
         except calibration.CalibrationError as e:
             g.notes.append(NO_TARGETS_NOTE)
             g.staff_notes.append(f"Calibration failed: {e}")

@@ -56,24 +56,21 @@ def check(root: Path, build_dir: Path, assignment: Assignment, gpu: Optional[str
 
 def _gpu_health(build_dir: Path, assignment: Assignment, gpu_lock: GpuLock) -> Health:
     """The GPU, and its ceilings and calibration: measured, where this GPU has none kept, with the GPU to
-    themselves (gpu_cache.kept_or_measured), so that workers starting together on one GPU, or one starting
+    themselves (holding `gpu_lock`), so that workers starting together on one GPU, or one starting
     beside another's gradings, do not time them side by side and keep what they timed."""
-    from ...grading import calibration, gpu_cache, gpu_ceilings
+    from ...grading import calibration, gpu_ceilings
 
     tool = tool_path(build_dir, gpu_ceilings.TOOL_NAME)
     try:
         device = gpu_ceilings.device_info(tool)
-        ceilings = gpu_cache.kept_or_measured(lambda: gpu_ceilings.cached_ceilings(device),
-                                              lambda: gpu_ceilings.get_ceilings(tool, device=device), gpu_lock)
+        ceilings = gpu_ceilings.get_ceilings(tool, device=device, gpu_lock=gpu_lock)
     except gpu_ceilings.RooflineError as e:
         return Health(f"its GPU cannot be used: {e}")
     facts = {"gpu_name": device.get("name"), "gpu_uuid": device.get("uuid")}
     if calibration.has_references(build_dir, assignment):
-        verify = tool_path(build_dir, "tilelab-verify")
         try:
-            basis = gpu_cache.kept_or_measured(
-                lambda: calibration.cached_calibration(build_dir, assignment, device),
-                lambda: calibration.get_calibration(build_dir, assignment, device, verify)[0], gpu_lock)
+            basis, _ = calibration.get_calibration(build_dir, assignment, device, tool_path(build_dir, "tilelab-verify"),
+                                                   gpu_lock=gpu_lock)
         except calibration.CalibrationError as e:
             return Health(f"its GPU could not be calibrated: {e}", facts)
         facts["calibration"] = basis.summary(assignment, ceilings).get("fingerprint")
