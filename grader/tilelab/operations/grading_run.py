@@ -150,7 +150,10 @@ def _write(result: GradeResult, out_dir: Path, outputs: Outputs, assignment) -> 
 
 def counters_pending(out_dir: Path) -> bool:
     """Whether the grading written in out_dir left counters to be read (its grade.json says so)."""
-    doc = read_json(out_dir / "grade.json")
+    return _pending(read_json(out_dir / "grade.json"))
+
+
+def _pending(doc) -> bool:
     parts = doc.get("parts") if isinstance(doc, dict) else None
     return isinstance(parts, list) and any(isinstance(p, dict) and isinstance(p.get("counters_later"), str)
                                            and p["counters_later"] != "" for p in parts)
@@ -164,8 +167,6 @@ def read_counters_later(submission: Path, options: GradeOptions, outputs: Output
     ids of the parts read; [] where none was left."""
     from ..grading.counters_later import read_later
 
-    if not counters_pending(options.out_dir):
-        return []
     return _counters_again(options, outputs, lambda result: read_later(submission, result, options, sandbox=sandbox,
                                                                        gpu_lock=gpu_lock))
 
@@ -176,11 +177,16 @@ def counters_not_read(options: GradeOptions, outputs: Outputs = GRADE) -> list:
     saying so instead of promising them. Returns the ids of those parts."""
     from ..grading.counters_later import give_up
 
-    return _counters_again(options, outputs, give_up) if counters_pending(options.out_dir) else []
+    return _counters_again(options, outputs, give_up)
 
 
 def _counters_again(options: GradeOptions, outputs: Outputs, change: Callable[[GradeResult], list]) -> list:
-    result = GradeResult.from_dict(read_json(options.out_dir / "grade.json"))
+    """`change` made to the grading in options.out_dir, and its `outputs` written again; [] where it left no
+    counters pending."""
+    doc = read_json(options.out_dir / "grade.json")
+    if not _pending(doc):
+        return []
+    result = GradeResult.from_dict(doc)
     assignment = load_assignment(options.root / ASSIGNMENT_FILE) if outputs.results else None
     changed = change(result)
     _write(result, options.out_dir, outputs, assignment)
