@@ -137,6 +137,30 @@ TEST(CaseFile, ErrorsNameTheField) {
   EXPECT_EQ(error_of(doc), "cases: must be a non-empty list");
 }
 
+// A profile's far-over metrics (core/timing.h): optional, written back as
+// given, a list of names as its metrics are, and nothing without metrics.
+TEST(CaseFile, FarOverMetricsAreOptionalBesideAProfilesMetrics) {
+  json doc = minimal();
+  doc["cases"][0]["profile"] = json::parse(R"({"metrics": ["a.sum", "b.sum", "c.sum"]})");
+  const CaseFile plain = parse_case_file(doc, "/base");
+  ASSERT_TRUE(plain.cases[0].profile_metrics.has_value());
+  EXPECT_FALSE(plain.cases[0].profile_far_over_metrics.has_value());
+  EXPECT_FALSE(case_file_to_json(plain)["cases"][0]["profile"].contains("far_over_metrics"));
+
+  doc["cases"][0]["profile"]["far_over_metrics"] = json::parse(R"(["a.sum"])");
+  const CaseFile fewer = parse_case_file(doc, "/base");
+  EXPECT_EQ(*fewer.cases[0].profile_far_over_metrics, std::vector<std::string>{"a.sum"});
+  EXPECT_EQ(case_file_to_json(fewer)["cases"][0]["profile"], doc["cases"][0]["profile"]);
+
+  doc["cases"][0]["profile"]["far_over_metrics"] = json::array();
+  EXPECT_EQ(error_of(doc), "cases[0].profile.far_over_metrics: must be 1-256 metric names");
+  doc["cases"][0]["profile"]["far_over_metrics"] = json::parse(R"(["a.sum", 7])");
+  EXPECT_EQ(error_of(doc).rfind("cases[0].profile.far_over_metrics[1]: ", 0), 0u) << error_of(doc);
+  doc["cases"][0]["profile"] = json::parse(R"({"far_over_metrics": ["a.sum"]})");
+  EXPECT_EQ(error_of(doc).rfind("cases[0].profile", 0), 0u) << error_of(doc);
+  EXPECT_NE(error_of(doc).find("metrics"), std::string::npos) << error_of(doc);
+}
+
 // The gate where a timing run waits for the GPU alone (core/gpu_turn.h):
 // none unless given, relative to the case file, and written back.
 TEST(CaseFile, GateIsOptionalAndResolvedAgainstTheCaseFile) {

@@ -547,6 +547,69 @@ TEST(Counters, AreReadBeforeTheWarmUpAndCountAsIt) {
   EXPECT_NE(slow.at("profile").at("message").get<std::string>().find("far past"), std::string::npos);
 }
 
+// A case whose first call took over twice its budget earns no speed points
+// however it is timed, so its profile reads the far-over metrics instead of
+// its own (core/timing.h, profile_metrics_for): fewer counters, fewer
+// passes, each of them one more such call with the GPU alone. Its timing
+// stops after two timed calls, as it would have with every counter read.
+TEST(Counters, AFirstCallFarOverItsBudgetReadsTheFarOverMetrics) {
+  TILELAB_REQUIRE_GPU();
+  // The grader's lists (grading/traffic.py): the nine traffic counters take fewer passes than all of them.
+  const std::vector<std::string> far_over = {
+      "smsp__inst_executed_op_global_ld.sum", "smsp__inst_executed_op_global_st.sum",
+      "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+      "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum",
+      "lts__t_bytes.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"};
+  std::vector<std::string> all = far_over;
+  for (const char* name : {"smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum",
+                           "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                           "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+                           "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+                           "sm__warps_active.avg.pct_of_peak_sustained_active", "smsp__inst_executed_pipe_fma.sum",
+                           "smsp__inst_executed.sum", "smsp__warps_active.sum",
+                           "smsp__warps_issue_stalled_long_scoreboard.sum", "smsp__warps_issue_stalled_barrier.sum",
+                           "smsp__warps_issue_stalled_mio_throttle.sum", "smsp__warps_issue_stalled_lg_throttle.sum",
+                           "smsp__warps_issue_stalled_short_scoreboard.sum",
+                           "smsp__warps_issue_stalled_math_pipe_throttle.sum"}) {
+    all.push_back(name);
+  }
+  TempDir dir;
+  auto profiled = [&](double give_up_ms, const std::string& name) {
+    TimingSpec t;
+    t.seed = 93;
+    t.give_up_ms = give_up_ms;
+    CaseFile f = naive_timing_case(2048, t, all);
+    f.cases[0].profile_far_over_metrics = far_over;
+    const HarnessRun run = run_harness(reference("naive"), f, dir.path() / name, 300, true);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result.value_or(json()).at("cases").at(0);
+  };
+  const json read = profiled(0, "every-counter");
+  ASSERT_EQ(read.at("profile").at("status"), "measured") << read.at("profile").dump();
+  EXPECT_FALSE(read.at("profile").at("far_over").get<bool>());
+  EXPECT_EQ(read.at("profile").at("metrics").size(), all.size());
+  const double call_ms = read.at("timing").at("median_wall_ms");
+
+  // A budget of a third of a call: its first call is three budgets or more, no single call is four.
+  const json slow = profiled(call_ms / 3, "far-over");
+  const json& profile = slow.at("profile");
+  ASSERT_EQ(profile.at("status"), "measured") << profile.dump();
+  EXPECT_TRUE(profile.at("far_over").get<bool>());
+  std::vector<std::string> names;
+  for (const auto& [metric, value] : profile.at("metrics").items()) names.push_back(metric);
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> expected = far_over;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected);
+  EXPECT_LT(profile.at("passes").get<int>(), read.at("profile").at("passes").get<int>());
+  EXPECT_NEAR(profile.at("metrics").at(all[3]).get<double>() / read.at("profile").at("metrics").at(all[3]).get<double>(),
+              1.0, 0.01) << "the same sectors, whichever list read them";
+  EXPECT_EQ(slow.at("timing").at("stop").at("rule"), "median") << slow.at("timing").dump();
+  EXPECT_EQ(slow.at("timing").at("calls").size(), 2u);
+  std::cout << "naive 2048: every counter in " << read.at("profile").at("passes") << " passes, the far-over ones in "
+            << profile.at("passes") << " (" << profile.at("seconds") << " s)\n";
+}
+
 // A call still running at the budget's call limit is not waited for: the
 // trusted harness ends the launcher's process (its calls at 512 spend a
 // minute on the host), reports the case stopped as slow with no call timed,

@@ -103,6 +103,7 @@ def test_the_case_file_asks_for_the_counters_on_the_last_case_only(tmp_path):
     doc = json.loads(write_cases(part, entries, tmp_path, 1, profile=True).read_text())
     assert [("profile" in c) for c in doc["cases"]] == [False, False, True]
     assert doc["cases"][-1]["profile"]["metrics"] == list(traffic.METRICS)
+    assert doc["cases"][-1]["profile"]["far_over_metrics"] == list(traffic.TRAFFIC_METRICS)
     plain = json.loads(write_cases(part, entries, tmp_path / "plain", 1).read_text())
     assert not any("profile" in c for c in plain["cases"])
 
@@ -115,3 +116,19 @@ def test_the_counter_availability_image_goes_only_with_a_profile(tmp_path):
     assert profiled["counter_availability"] == "00ff"
     plain = json.loads(write_cases(part, entries, tmp_path / "q", 1, counter_availability="00ff").read_text())
     assert "counter_availability" not in plain
+
+
+def test_a_profile_of_the_far_over_metrics_reads_the_traffic_and_says_so():
+    # What the harness reads of a call far over its budget (grader/harness/core/timing.h): the traffic alone.
+    every = MEASURED["parts"]["naive"]["profile"]["metrics"]
+    read = {name: every[name] for name in traffic.TRAFFIC_METRICS}
+    case = {"j": 4096, "k": 4096, "l": 4096, "profile": {"status": "measured", "metrics": read, "far_over": True}}
+    got = traffic.profiled_case(case).traffic
+    assert got.far_over
+    assert got.level(traffic.GLOBAL).intensity == pytest.approx(0.25) and got.level("DRAM") is not None
+    assert got.sectors_per_request == 2.0
+    assert got.achieved_occupancy is None and got.fma_share is None and got.stalls == []
+    assert set(traffic.TRAFFIC_METRICS) < set(traffic.METRICS)
+    for said in (False, "true", 1, None):
+        case["profile"]["far_over"] = said
+        assert not traffic.profiled_case(case).traffic.far_over

@@ -3,6 +3,7 @@ GradeResults whose parts carry the counters an H100 read of the reference
 solutions (traffic_fixtures.py): the table of what one call moved, its
 sentence in the lecture's terms, the hints, and the hierarchical roofline."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -174,6 +175,20 @@ def test_counters_not_read_are_one_line_saying_why():
     assert f"Counters were not read for this part: {NOT_READ}." in render_html(result)
     tiled_line = next(line for line in printed(result).splitlines() if line.startswith(" tiled ") and "-" in line)
     assert tiled_line.split() == ["tiled", "-", "-", "counters", "not", "read:", *NOT_READ.split()]
+
+
+def test_a_part_far_over_its_budget_shows_its_traffic_and_why_the_rest_is_missing():
+    result = traffic_result("naive", "tiled")
+    part = result.parts[1]
+    part.traffic = dataclasses.replace(part.traffic, far_over=True, achieved_occupancy=None, fma_share=None,
+                                       stalls=[])
+    md = render_markdown(result)
+    tiled = traffic_section(md, "tiled")
+    assert f"*{tv.FAR_OVER_NOTE}*" in tiled and f"| **{GLOBAL_TITLE}** | 550 GB | **0.25** | **8.0** |" in tiled
+    assert tv.FAR_OVER_NOTE not in traffic_section(md, "naive")
+    facts = {row[0].split(" (")[0]: row[1] for row in traffic_view(part)["facts"]}
+    assert facts["achieved occupancy"].startswith(tv.NONE) and facts["top stall reasons"] == tv.NONE
+    assert tv.FAR_OVER_NOTE in render_html(result)
 
 
 def test_a_part_not_timed_shows_no_counters_anywhere():

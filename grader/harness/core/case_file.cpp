@@ -182,17 +182,23 @@ std::vector<uint8_t> parse_hex(const json& v, const std::string& where) {
   return bytes;
 }
 
-std::vector<std::string> parse_profile(const json& v, const std::string& where) {
-  check_keys(v, where, {"metrics"});
-  const json& list = require(v, "metrics", where);
-  if (!list.is_array() || list.empty() || list.size() > 256) fail(where + ".metrics", "must be 1-256 metric names");
+std::vector<std::string> parse_metrics(const json& list, const std::string& where) {
+  if (!list.is_array() || list.empty() || list.size() > 256) fail(where, "must be 1-256 metric names");
   std::vector<std::string> metrics;
   for (size_t i = 0; i < list.size(); ++i) {
-    const std::string name = get_string(list[i], where + ".metrics[" + std::to_string(i) + "]");
-    if (name.empty() || name.size() > 200) fail(where + ".metrics[" + std::to_string(i) + "]", "must be a metric name");
+    const std::string name = get_string(list[i], where + "[" + std::to_string(i) + "]");
+    if (name.empty() || name.size() > 200) fail(where + "[" + std::to_string(i) + "]", "must be a metric name");
     metrics.push_back(name);
   }
   return metrics;
+}
+
+void parse_profile(const json& v, const std::string& where, CaseSpec* c) {
+  check_keys(v, where, {"metrics", "far_over_metrics"});
+  c->profile_metrics = parse_metrics(require(v, "metrics", where), where + ".metrics");
+  if (v.contains("far_over_metrics")) {
+    c->profile_far_over_metrics = parse_metrics(v["far_over_metrics"], where + ".far_over_metrics");
+  }
 }
 
 CaseSpec parse_case(const json& v, const std::string& where, const std::filesystem::path& base) {
@@ -219,7 +225,7 @@ CaseSpec parse_case(const json& v, const std::string& where, const std::filesyst
   }
   if (v.contains("props")) c.props = parse_props(v["props"], where + ".props");
   if (v.contains("timing")) c.timing = parse_timing(v["timing"], where + ".timing");
-  if (v.contains("profile")) c.profile_metrics = parse_profile(v["profile"], where + ".profile");
+  if (v.contains("profile")) parse_profile(v["profile"], where + ".profile", &c);
   return c;
 }
 
@@ -309,6 +315,7 @@ json case_file_to_json(const CaseFile& f) {
       }
     }
     if (c.profile_metrics) jc["profile"] = {{"metrics", *c.profile_metrics}};
+    if (c.profile_metrics && c.profile_far_over_metrics) jc["profile"]["far_over_metrics"] = *c.profile_far_over_metrics;
     cases.push_back(std::move(jc));
   }
   json doc = {{"version", 1},

@@ -26,8 +26,9 @@
 //                    "min_repetitions": 5, "stable_within": 0.01,   // optional (timing.h)
 //                    "input_sets": 3, "samples": 64, "flush_l2": true,   // optional
 //                    "give_up_ms": 104.2},            // optional: the budget of one call (timing.h)
-//         "profile": {"metrics": ["dram__bytes_read.sum", ...]} }  // optional: counters of one
-//                                                                     // more call, after the rest
+//         "profile": {"metrics": ["dram__bytes_read.sum", ...],  // optional: counters of one call
+//                     "far_over_metrics": [...]} }  // optional: read instead after a first call far
+//                                                   // over the budget (timing.h, profile_metrics_for)
 //     ]
 //   }
 #pragma once
@@ -108,6 +109,8 @@ struct CaseSpec {
   PropOverrides props;
   std::optional<TimingSpec> timing;
   std::optional<std::vector<std::string>> profile_metrics;  // counter_profile.h
+  // Fewer counters (fewer passes) for a call that earns no speed points however it is timed (timing.h).
+  std::optional<std::vector<std::string>> profile_far_over_metrics;
 };
 
 struct CaseFile {

@@ -153,7 +153,7 @@ CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, b
 // timing result, or for a case without timing its first call's wall time
 // as "median_wall_ms".
 json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const LaunchArgs& args, const json& timing,
-                          bool stopped_slow) {
+                          bool stopped_slow, double first_call_ms) {
   CounterProfile skipped;
   skipped.status = kProfileSkipped;
   const json stop = timing.value("stop", json::object());
@@ -168,7 +168,9 @@ json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const Launch
     return to_json(skipped);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  json profile = launcher.profile(args, *spec.profile_metrics);
+  const std::vector<std::string>& metrics = profile_metrics_for(spec, first_call_ms);
+  json profile = launcher.profile(args, metrics);
+  profile["far_over"] = &metrics != &*spec.profile_metrics;
   profile["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return profile;
 }
@@ -283,7 +285,7 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
                   std::string(part.launcher) + " returned without launching a kernel", false);
   }
   if (spec.timing) {
-    TimingOutcome timing = run_timing(file, spec, launcher, given, turn);
+    TimingOutcome timing = run_timing(file, spec, launcher, given, turn, inv.wall_ms);
     out.result["timing"] = std::move(timing.result);
     if (timing.profile) out.result["profile"] = std::move(*timing.profile);
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
@@ -300,7 +302,7 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
       turn.take();
       timing = {{"median_wall_ms", inv.wall_ms}};
     }
-    out.result["profile"] = profile_after_timing(spec, launcher, args, timing, out.stopped_slow);
+    out.result["profile"] = profile_after_timing(spec, launcher, args, timing, out.stopped_slow, inv.wall_ms);
   }
   return finish(std::move(out), ExitCode::kOk, "", false);
 }

@@ -92,6 +92,12 @@ void add_stop(json& result, const TimingSpec& t, const std::optional<SlowStop>& 
 
 }  // namespace
 
+const std::vector<std::string>& profile_metrics_for(const CaseSpec& spec, double first_call_ms) {
+  const bool far_over = spec.timing && spec.timing->give_up_ms > 0 &&
+                        first_call_ms > kFarJudgedFactor * spec.timing->give_up_ms;
+  return far_over && spec.profile_far_over_metrics ? *spec.profile_far_over_metrics : *spec.profile_metrics;
+}
+
 TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher& launcher, double waited_ms) {
   const TimingSpec& t = *spec.timing;
   TimingOutcome out;
@@ -115,7 +121,7 @@ TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher&
 }
 
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
-                         GpuTurn& turn) {
+                         GpuTurn& turn, double first_call_ms) {
   const TimingSpec& t = *spec.timing;
   const uint64_t m_count = uint64_t(spec.j) * spec.k;
   const uint64_t n_count = uint64_t(spec.k) * spec.l;
@@ -157,7 +163,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     // Most of the counters' setup is the host's and, given the GPU's availability image, touches no counters.
     for (const CaseSpec& c : file.cases) {
       if (c.profile_metrics) {
-        launcher.prepare_profile(*c.profile_metrics, file.counter_availability);
+        launcher.prepare_profile(&c == &spec ? profile_metrics_for(spec, first_call_ms) : *c.profile_metrics,
+                                 file.counter_availability);
         break;
       }
     }
@@ -179,7 +186,9 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
   if (spec.profile_metrics) {
     const LaunchArgs args = fresh_inputs(0);
     TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
-    json profile = launcher.profile(args, *spec.profile_metrics, profile_call_limit_ms(t));
+    const std::vector<std::string>& metrics = profile_metrics_for(spec, first_call_ms);
+    json profile = launcher.profile(args, metrics, profile_call_limit_ms(t));
+    profile["far_over"] = &metrics != &*spec.profile_metrics;
     profile["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_begin).count();
     const json passes = profile.value("passes", json(0));
     profile_passes = passes.is_number_integer() ? std::clamp(passes.get<int>(), 0, kMaxProfilePasses) : 0;

@@ -25,6 +25,13 @@
 // below), is not read here; the caller reads it after the timed calls where
 // their median allows (harness.cu).
 //
+// A case whose first call (made before the gate, while the GPU may be
+// shared) took over kFarJudgedFactor x its budget earns no speed points
+// however it is timed: where its profile names far_over_metrics (the
+// memory-traffic counters, half the passes), those are read instead of its
+// metrics (profile_metrics_for), since each pass is one more such call with
+// the GPU alone.
+//
 // A case with a budget (TimingSpec::give_up_ms, written by the grader from
 // the time at which a call earns no speed points) is timed only while more
 // calls could change its score: timing stops, and the result says
@@ -77,8 +84,11 @@ class Launcher;
 class GpuTurn;
 // Runs after the case's first call (harness.cu), which counts among the calls a stop reports.
 // Its buffers are made and filled before `turn` is taken: the warm-up and the timed calls run alone.
+// `first_call_ms`: the wall time of the case's first call.
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
-                         GpuTurn& turn);
+                         GpuTurn& turn, double first_call_ms);
+// The counters to read of a case with a profile whose first call took `first_call_ms` (above).
+const std::vector<std::string>& profile_metrics_for(const CaseSpec& spec, double first_call_ms);
 // The timing result of a case whose first call ran past its call limit and
 // was ended after `waited_ms`: no call was timed.
 TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher& launcher, double waited_ms);

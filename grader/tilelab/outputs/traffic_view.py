@@ -123,6 +123,11 @@ def _stalls(traffic: Optional[Traffic]) -> str:
     return "; ".join(f"{reason} {fmt_percent(share)}".replace(" %", "\u00a0%") for reason, share in traffic.stalls)
 
 
+# Why a part's table lacks the SM's figures (traffic.TRAFFIC_METRICS).
+FAR_OVER_NOTE = ("Only the memory traffic was read: one call took over twice the time at which speed earns no points, "
+                 "and each further pass of the counters would be one more such call.")
+
+
 def _fact_rows(traffic: Traffic, reference: Optional[Traffic]) -> list:
     """(what, this part, the reference) for the figures that say why."""
     def both(read: Callable) -> tuple:
@@ -156,15 +161,16 @@ def traffic_view(part: PartResult, redact: Callable[[str], str] = lambda text: t
     section out (a part not timed, as with `check --fast`); a part timed
     without counters gets one line saying why ("note")."""
     traffic, reference = part.traffic, part.reference_traffic
-    view = {"shown": False, "note": "", "case": "", "sentence": "", "wide_loads": "", "levels": [], "facts": [],
-            "hints": [], "has_reference": reference is not None}
+    view = {"shown": False, "note": "", "case": "", "sentence": "", "wide_loads": "", "far_over": "", "levels": [],
+            "facts": [], "hints": [], "has_reference": reference is not None}
     if traffic is None:
         if part.traffic_note:
             view.update(shown=True, note=redact(f"Counters were not read for this part: {part.traffic_note}."))
         return view
     view.update(
         shown=True, case=redact(traffic.case), sentence=lecture_sentence(traffic, reference),
-        wide_loads=wide_load_note(traffic), levels=_level_rows(traffic, reference),
+        wide_loads=wide_load_note(traffic), far_over=FAR_OVER_NOTE if traffic.far_over else "",
+        levels=_level_rows(traffic, reference),
         facts=[list(row) for row in _fact_rows(traffic, reference)],
         hints=[redact(h) for h in traffic_hints(part)],
     )
