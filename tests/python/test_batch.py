@@ -454,6 +454,18 @@ def test_one_worker_per_gpu_each_seeing_only_its_gpu_with_its_own_lock():
     assert all(w.sandbox == base for w in without)
 
 
+def test_student_code_numbers_the_gpus_as_the_grader_does_and_sees_nothing_else(monkeypatch):
+    # The trusted harness's services keep the grader's environment; a launcher sharing their buffers must find
+    # the same GPU under the same number.
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    monkeypatch.setenv("TILELAB_SERVICE_TOKEN", "secret")
+    env = worker_slots(["1"], 1, Sandbox())[0].sandbox.env(Path("/tmp"))
+    assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"]) == ("1", "PCI_BUS_ID")
+    assert "TILELAB_SERVICE_TOKEN" not in env
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
+    assert "CUDA_DEVICE_ORDER" not in Sandbox().env(Path("/tmp"))
+
+
 def test_hand_ins_in_flight_on_one_gpu_share_its_lock_and_only_its_gpu():
     base = Sandbox()
     workers = worker_slots(["0", "2"], 1, base, in_flight=3)

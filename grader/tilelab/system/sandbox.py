@@ -88,7 +88,9 @@ class Sandbox:
             "LANG": "C.UTF-8",
             "TMPDIR": str(home),
         }
-        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME"):
+        # CUDA_DEVICE_ORDER too: the trusted harness's services run with the grader's environment and share a
+        # run's buffers with its launcher, so both must number the GPUs alike.
+        for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CUDA_HOME"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         env.update(self.extra_env)
