@@ -127,3 +127,38 @@ def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, 
         assert (read["counters_later"], read["traffic_note"]) == ("", NOT_READ)
         assert NOT_READ in report and COUNTERS_LATER not in report
         assert new_score == score
+
+
+def test_counters_of_a_stored_hand_in_that_fails_its_checksum_are_no_longer_promised(service, monkeypatch):
+    """The stored hand-in no longer matches its checksum when the task runs: nothing of it is unpacked or run,
+    and the record says the counters could not be read, the score as it was, instead of waiting for them."""
+    from tilelab.grading.counters_later import NOT_READ
+
+    client, tokens = service["client"], service["tokens"]
+    worker = start("worker", "--build", str(service["build"]), "--data-dir", str(service["data"]))
+    try:
+        status, graded = client.submit(tokens["course"], {"naive.cu": NAIVE}, mode="grade", student="carol")
+        assert status == 202
+        assert client.wait(tokens["course"], graded["id"])["state"] == "done"
+    finally:
+        stop(worker)
+    submission = graded["id"]
+    with database(service) as conn:
+        score, _ = _left_for_later(conn, submission)
+        unpublished = conn.execute("SELECT unpublished FROM tilelab_results WHERE submission = %s",
+                                   (submission,)).fetchone()[0]
+        assert unpublished is not None
+        conn.execute("UPDATE tilelab_handins SET content = %s FROM tilelab_submissions s "
+                     "WHERE s.id = %s AND s.handin = tilelab_handins.digest", (b"not the hand-in", submission))
+        before = counters_to_come(conn)
+    with _counters_task(service, monkeypatch, "counters-damaged-test") as task:
+        task.read_counters(submission)
+        with database(service) as conn:
+            after, report, new_score, kept = conn.execute(
+                "SELECT grade_json, report_md, score, unpublished FROM tilelab_results WHERE submission = %s",
+                (submission,)).fetchone()
+            assert counters_to_come(conn) == before - 1
+    read = _naive(after)
+    assert (read["counters_later"], read["traffic_note"]) == ("", NOT_READ)
+    assert NOT_READ in report and COUNTERS_LATER not in report
+    assert new_score == score and kept == unpublished

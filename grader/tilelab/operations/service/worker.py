@@ -336,8 +336,9 @@ class Worker:
         return GradeOptions.for_tree(self.settings.root, self.settings.build_dir, out, mode=mode, seed=seed,
                                      jobs=build_jobs_each(self.in_flight), answer_key=key, counters=counters)
 
-    def _files(self, result, out: Path, hand_in: Path, mode: str) -> dict:
-        """What a grading written in `out` records in tilelab_results."""
+    def _files(self, result, out: Path, hand_in: Optional[Path], mode: str) -> dict:
+        """What a grading written in `out` records in tilelab_results (no view
+        before publication without the hand-in, whose answers it shows)."""
         from ...outputs import prairielearn
 
         plot = out / "roofline.png"
@@ -350,8 +351,8 @@ class Worker:
             "plot_png": plot.read_bytes() if plot.exists() else None,
             "grade_json": (out / "grade.json").read_text(),
             "unpublished": json.dumps(unpublished_files(result, hand_in, self.assignment,
-                                                        plot if plot.exists() else None)) if mode == "grade"
-            else None,
+                                                        plot if plot.exists() else None))
+            if mode == "grade" and hand_in is not None else None,
             "outcome": outcome_words(result),
             "counters_pending": counters_pending(out),
         }
@@ -368,8 +369,10 @@ class Worker:
         """The task: the counters that the recorded grading of `submission`
         left for later, read now that no submission waits (its priority),
         and its recorded files written again with them. Its score stays.
-        Where reading them fails, the files say they could not be read
-        instead of promising them (grading_run.counters_not_read)."""
+        Where reading them fails, or the stored hand-in no longer matches its
+        checksum, the files say they could not be read instead of promising
+        them (grading_run.counters_not_read); the view a student reads before
+        publication, which needs the hand-in's answers, then stays as it was."""
         import psycopg
 
         url = self.settings.database_url
@@ -381,34 +384,40 @@ class Worker:
         if row is None:
             return
         mode, seed, content, checksum, grade_json = row
-        if hashlib.sha256(content).hexdigest() != checksum:
-            log.warning("%s: its counters are not read: the stored hand-in does not match its checksum", submission)
-            return
-        slot = self.slots.get()
+        damaged = hashlib.sha256(content).hexdigest() != checksum
+        slot = None if damaged else self.slots.get()
         try:
             with tempfile.TemporaryDirectory(dir=self.scratch) as tmp:
-                hand_in, out = self._unpacked(Path(tmp), bytes(content)), Path(tmp) / "out"
+                out = Path(tmp) / "out"
                 out.mkdir()
                 (out / "grade.json").write_text(json.dumps(grade_json))  # jsonb: read back as a dict
                 if not counters_pending(out):
                     return  # read already (a job run twice)
                 options = self._options(out, mode, seed)
-                try:
-                    read = read_counters_later(hand_in, options, Outputs(), sandbox=slot.sandbox,
-                                               gpu_lock=slot.gpu_lock)
-                except Exception:  # noqa: BLE001 - retried, it would fail the same: the record stops waiting for them
-                    log.exception("%s: its counters could not be read", submission)
-                    read = []
+                hand_in, read = None, []
+                if damaged:
+                    log.warning("%s: its counters are not read: the stored hand-in does not match its checksum",
+                                submission)
                     counters_not_read(options, Outputs())
+                else:
+                    hand_in = self._unpacked(Path(tmp), bytes(content))
+                    try:
+                        read = read_counters_later(hand_in, options, Outputs(), sandbox=slot.sandbox,
+                                                   gpu_lock=slot.gpu_lock)
+                    except Exception:  # noqa: BLE001 - retried, it would fail the same: the record stops waiting
+                        log.exception("%s: its counters could not be read", submission)
+                        counters_not_read(options, Outputs())
                 files = self._files(GradeResult.from_dict(json.loads((out / "grade.json").read_text())), out,
                                     hand_in, mode)
             self._record("UPDATE tilelab_results SET results_json = %s, prairielearn = %s, report_md = %s, "
-                         "report_html = %s, plot_png = %s, grade_json = %s, unpublished = %s WHERE submission = %s",
+                         "report_html = %s, plot_png = %s, grade_json = %s, unpublished = COALESCE(%s, unpublished) "
+                         "WHERE submission = %s",
                          (files["results_json"], files["prairielearn"], files["report_md"], files["report_html"],
                           files["plot_png"], files["grade_json"], files["unpublished"], submission))
             log.info("%s: counters read (%s)", submission, ", ".join(read) or "none could be")
         finally:
-            self._give_back(slot)
+            if slot is not None:
+                self._give_back(slot)
 
     def _stage(self, submission: str, stage: str) -> None:
         import psycopg
