@@ -13,6 +13,7 @@ from tilelab.system.atomic import write_atomically
 
 from .class_bench import WITHOUT, format_classes, format_stage_costs, run_classes, run_stage_costs, summarize
 from .grading_bench import format_bench, run_bench
+from .starts_bench import format_starts, run_starts
 from .tree import built_tree, tree_options
 
 
@@ -32,9 +33,15 @@ from .tree import built_tree, tree_options
                    "class beside a run with it.")
 @click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
               help="With --class: when the gradings read the hardware counters, as for `tilelab batch`.")
+@click.option("--starts", type=click.IntRange(min=1, max=256), default=None,
+              help="Only this: N CUDA processes (a grading's runs) started at once on one GPU, then spread over "
+                   "every GPU, three rounds (starts.json).")
 def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
-         in_flight: int | None, class_size: int | None, stage_costs: bool, left_out: tuple, counters: str) -> None:
+         in_flight: int | None, class_size: int | None, stage_costs: bool, left_out: tuple, counters: str,
+         starts: int | None) -> None:
     """Phases, the critical path, GPU time and throughput of gradings."""
+    if starts and (class_size or stage_costs or left_out):
+        raise click.UsageError("--starts measures CUDA processes alone: give it without --class")
     if stage_costs and not class_size:
         raise click.UsageError("--stage-costs measures a class: give --class N too")
     if (left_out or counters != "inline") and (not class_size or stage_costs):
@@ -46,6 +53,16 @@ def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str
     except TilelabError as e:
         raise click.UsageError(str(e)) from None
     root_path, build, out = built_tree(root, build_dir, out_dir, "bench")
+    if starts:
+        try:
+            found = run_starts(root_path, build, out, starts, chosen if chosen is not None else batch_mod.find_gpus(),
+                               3, lambda m: click.echo(m, err=True))
+        except TilelabError as e:
+            raise click.ClickException(str(e)) from None
+        write_atomically(out / "starts.json", json.dumps([vars(s) for s in found], indent=2) + "\n")
+        click.echo(f"wrote {out / 'starts.json'}")
+        click.echo(format_starts(found))
+        return
     if class_size:
         log = lambda m: click.echo(m, err=True)  # noqa: E731
         describe = format_stage_costs if stage_costs else format_classes

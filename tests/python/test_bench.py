@@ -191,3 +191,25 @@ def test_stage_costs_need_a_gpu(tmp_path):
     with pytest.raises(TilelabError, match="measures what the stages cost a GPU, and this machine has none"):
         run_stage_costs(ROOT, ROOT / "build", tmp_path, 1, [], None, print)
     assert not any(tmp_path.iterdir())  # nothing was graded
+
+
+def test_starts_are_asked_for_alone_and_say_plainly_what_they_lack(tmp_path):
+    from conftest import built_tree
+
+    result = bench("--build", str(tmp_path), "--starts", "4", "--class", "2")
+    assert result.returncode == 2 and "--starts measures CUDA processes alone" in result.stderr
+    result = bench("--build", str(tmp_path), "--starts", "0")
+    assert result.returncode == 2 and "Invalid value for '--starts'" in result.stderr
+    build = built_tree("reference/naive")
+    result = bench("--build", str(build), "--out", str(tmp_path / "none"), "--starts", "2", "--gpus", "0")
+    if result.returncode == 0:
+        pytest.skip("skipped: a CUDA device is here (scripts/bench --starts measures it)")
+    assert result.returncode == 1 and "runs of naive failed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_starts_say_how_much_longer_a_process_waits_beside_others():
+    from bench.starts_bench import Starts, format_starts
+
+    text = format_starts([Starts("one GPU", 16, [1.30, 1.25, 1.32]), Starts("2 GPUs", 16, [1.74, 1.81, 1.78])])
+    assert "- 16 on one GPU: median 1.30 s (1.30, 1.25, 1.32); 81 ms a process" in text
+    assert text.endswith("2 GPUs start them in 1.37 x the time of one GPU (1.00: no faster; 0.50: side by side)")
