@@ -55,6 +55,22 @@ def _left_for_later(conn, submission: str) -> tuple:
     return score, doc
 
 
+def _graded_and_left_for_later(service, student: str) -> tuple:
+    """The naive solution graded by a worker, then recorded as if its counters were left for later.
+    (submission, score)."""
+    client, tokens = service["client"], service["tokens"]
+    worker = start("worker", "--build", str(service["build"]), "--data-dir", str(service["data"]))
+    try:
+        status, graded = client.submit(tokens["course"], {"naive.cu": NAIVE}, mode="grade", student=student)
+        assert status == 202
+        assert client.wait(tokens["course"], graded["id"])["state"] == "done"
+    finally:
+        stop(worker)
+    with database(service) as conn:
+        score, _ = _left_for_later(conn, graded["id"])
+    return graded["id"], score
+
+
 def test_counters_left_for_later_wait_for_a_gpu_worker_and_are_read_by_their_task(service, monkeypatch):
     client, tokens = service["client"], service["tokens"]
     url = (service["data"] / "database-url").read_text().strip()
@@ -102,17 +118,8 @@ def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, 
 
     from tilelab.grading.counters_later import NOT_READ
 
-    client, tokens = service["client"], service["tokens"]
-    worker = start("worker", "--build", str(service["build"]), "--data-dir", str(service["data"]))
-    try:
-        status, graded = client.submit(tokens["course"], {"naive.cu": NAIVE}, mode="grade", student="bob")
-        assert status == 202
-        assert client.wait(tokens["course"], graded["id"])["state"] == "done"
-    finally:
-        stop(worker)
-    submission = graded["id"]
+    submission, score = _graded_and_left_for_later(service, "bob")
     with database(service) as conn:
-        score, _ = _left_for_later(conn, submission)
         before = counters_to_come(conn)
     with _counters_task(service, monkeypatch, "counters-fail-test") as task:
         gone = tmp_path / "build-being-replaced"
@@ -134,17 +141,8 @@ def test_counters_of_a_stored_hand_in_that_fails_its_checksum_are_no_longer_prom
     and the record says the counters could not be read, the score as it was, instead of waiting for them."""
     from tilelab.grading.counters_later import NOT_READ
 
-    client, tokens = service["client"], service["tokens"]
-    worker = start("worker", "--build", str(service["build"]), "--data-dir", str(service["data"]))
-    try:
-        status, graded = client.submit(tokens["course"], {"naive.cu": NAIVE}, mode="grade", student="carol")
-        assert status == 202
-        assert client.wait(tokens["course"], graded["id"])["state"] == "done"
-    finally:
-        stop(worker)
-    submission = graded["id"]
+    submission, score = _graded_and_left_for_later(service, "carol")
     with database(service) as conn:
-        score, _ = _left_for_later(conn, submission)
         unpublished = conn.execute("SELECT unpublished FROM tilelab_results WHERE submission = %s",
                                    (submission,)).fetchone()[0]
         assert unpublished is not None
