@@ -566,6 +566,25 @@ print("out", flush=True)
     sharing.wait(timeout=10)
 
 
+# `nvidia-smi -L` on the two-H200 host of 2026-11-28, a MIG instance's line added as nvidia-smi indents one.
+LISTING = """GPU 0: NVIDIA H200 (UUID: GPU-e4dc805d-6b94-d91d-c11c-e28f6e8c6530)
+GPU 1: NVIDIA H200 (UUID: GPU-d575c926-1a16-291f-8fb1-cc519a642cb7)
+  MIG 1g.18gb     Device  0: (UUID: MIG-5c4b3a29-1f0e-5d6c-8b7a-0f1e2d3c4b5a)
+"""
+
+
+def test_a_gpu_named_by_its_uuid_takes_the_lock_of_its_index():
+    """A worker given a GPU's UUID and a grading on that GPU's index take one lock, whichever name each has."""
+    from tilelab.system.gpu_lock import lock_name
+
+    assert lock_name("GPU-d575c926-1a16-291f-8fb1-cc519a642cb7", LISTING) == "1"
+    assert lock_name("gpu-E4DC805D", LISTING) == "0"  # a UUID's first characters, as CUDA takes them
+    assert lock_name("GPU-", LISTING) == "GPU-"  # names both: neither
+    assert lock_name("GPU-ffffffff", LISTING) == "GPU-ffffffff"  # not on this host
+    assert lock_name("MIG-5c4b3a29-1f0e-5d6c-8b7a-0f1e2d3c4b5a", LISTING) == "MIG-5c4b3a29-1f0e-5d6c-8b7a-0f1e2d3c4b5a"
+    assert lock_name(" 1", LISTING) == "1" and lock_name("0") == "0"
+
+
 def test_no_sandbox_user_can_open_a_host_lock():
     """A student's process that could open a GPU's or a slot's lock file, even
     only to read, could flock it and hold every grader on the host: the files

@@ -25,7 +25,10 @@ worker` and `tilelab batch` on a host that grades on that GPU takes it, so
 two workers on one GPU never time side by side; a command that grades or
 measures without naming its GPU (`tilelab grade`, `check`, `calibrate`)
 takes the lock of the GPU its CUDA sees first (visible_gpu_lock), the name
-a batch or a worker on that GPU gives it. Across processes it is a
+a batch or a worker on that GPU gives it. A GPU named by its UUID (`tilelab
+worker --gpu GPU-...`) takes the lock of its index as `nvidia-smi -L` lists
+it (lock_name), so that a grading on "GPU 0" and a worker given GPU 0's UUID
+take one lock. Across processes it is a
 pair of lock files (flock) in paths.LOCK_DIR: the GPU's, shared or
 exclusive, and a turnstile that a timing run holds while it waits, so that
 no new shared user of another process starts meanwhile either; a third is
@@ -37,6 +40,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import subprocess
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,7 +51,7 @@ from .paths import LOCK_DIR, open_lock_file
 
 class GpuLock:
     """`gpu`: the GPU as CUDA_VISIBLE_DEVICES names it, to share the lock with
-    the other processes on this host that grade on it; None: this process only."""
+    the other processes on this host that grade on it (lock_name); None: this process only."""
 
     def __init__(self, gpu: Optional[str] = None, lock_dir: Path = LOCK_DIR) -> None:
         self._cond = threading.Condition()
@@ -56,7 +60,7 @@ class GpuLock:
         self._waiting_exclusive = 0
         self._turn = threading.RLock()  # the thread that takes the turn may then take exclusive()
         self._turns = 0  # how deep the holder of _turn is in turn()
-        self._host = _HostLock(gpu, lock_dir) if gpu is not None else None
+        self._host = _HostLock(lock_name(gpu), lock_dir) if gpu is not None else None
 
     @contextmanager
     def turn(self):
@@ -114,6 +118,26 @@ class GpuLock:
             with self._cond:
                 self._exclusive = False
                 self._cond.notify_all()
+
+
+def lock_name(gpu: str, listing: Optional[str] = None) -> str:
+    """The name of `gpu`'s host-wide lock: a whole GPU's index as `nvidia-smi
+    -L` lists it (`listing`: that output, asked for where `gpu` is a UUID or
+    its first characters and none is given), else `gpu` as it is: an index
+    already, a MIG instance, or a name nvidia-smi does not list. CUDA numbers
+    the GPUs as nvidia-smi does where CUDA_DEVICE_ORDER is PCI_BUS_ID, and on
+    a host whose GPUs are all of one model."""
+    name = gpu.strip()
+    if not name.upper().startswith("GPU-"):
+        return name
+    if listing is None:
+        try:
+            listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return name
+    found = [index for index, uuid in re.findall(r"^GPU (\d+):.*\(UUID: (GPU-[0-9A-Fa-f-]+)\)", listing, re.M)
+             if uuid.lower().startswith(name.lower())]
+    return found[0] if len(found) == 1 else name
 
 
 def visible_gpu() -> str:
