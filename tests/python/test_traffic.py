@@ -103,7 +103,10 @@ def test_the_case_file_asks_for_the_counters_on_the_last_case_only(tmp_path):
     doc = json.loads(write_cases(part, entries, tmp_path, 1, profile=True).read_text())
     assert [("profile" in c) for c in doc["cases"]] == [False, False, True]
     assert doc["cases"][-1]["profile"]["metrics"] == list(traffic.METRICS)
-    assert doc["cases"][-1]["profile"]["far_over_metrics"] == list(traffic.TRAFFIC_METRICS)
+    assert doc["cases"][-1]["profile"]["far_over_metrics"] == list(traffic.TRAFFIC_METRICS + traffic.SHARED_METRICS)
+    without = json.loads(write_cases(part, entries, tmp_path / "no-shared", 1, profile=True,
+                                     profile_shared_memory=False).read_text())
+    assert without["cases"][-1]["profile"]["far_over_metrics"] == list(traffic.TRAFFIC_METRICS)
     plain = json.loads(write_cases(part, entries, tmp_path / "plain", 1).read_text())
     assert not any("profile" in c for c in plain["cases"])
 
@@ -132,3 +135,25 @@ def test_a_profile_of_the_far_over_metrics_reads_the_traffic_and_says_so():
     for said in (False, "true", 1, None):
         case["profile"]["far_over"] = said
         assert not traffic.profiled_case(case).traffic.far_over
+
+
+def test_a_far_over_call_reads_shared_memory_where_its_kernels_may_use_it(tmp_path):
+    """The contract asks for shared memory, or the part's correctness runs used it; not where they came after
+    (a check's timing begins beside its cases) for a part that may do without."""
+    from tilelab.grading.context import new_part_state
+    from tilelab.grading.stages.speed import _may_use_shared_memory
+
+    assignment = load_assignment(ROOT / "assignment.yaml")
+    tiled, naive = (new_part_state(assignment.part(p), tmp_path, ("public",)) for p in ("tiled", "naive"))
+    assert _may_use_shared_memory(tiled) and not _may_use_shared_memory(naive)
+
+    def ran(shared_bytes: int) -> dict:
+        launch = {"static_shared_bytes": shared_bytes, "dynamic_shared_bytes": 0}
+        return {"cases": [{"j": 17, "k": 17, "l": 17, "launches_recorded": True, "launches": [launch]}]}
+
+    naive.harness_result = ran(0)
+    assert not _may_use_shared_memory(naive)
+    naive.harness_result = ran(2048)
+    assert _may_use_shared_memory(naive)
+    naive.harness_result = {"cases": "garbage"}  # records that say nothing for certain
+    assert _may_use_shared_memory(naive)

@@ -84,6 +84,7 @@ def write_cases(
     record_launches: bool = True,
     harness_id: Optional[str] = None,
     profile: bool = False,
+    profile_shared_memory: bool = True,
     give_up_ms: Optional[dict] = None,
     gate: Optional[Path] = None,
     counter_availability: Optional[str] = None,
@@ -94,7 +95,8 @@ def write_cases(
     runs the part's cases under another name (the cuBLAS baseline) is named
     by `harness_id`. With `profile`, the last case also reads the hardware
     counters of its calls (traffic.py), before the warm-up of its timing
-    (grader/harness/core/timing.h).
+    (grader/harness/core/timing.h); without `profile_shared_memory`, a call
+    far over its budget has no shared-memory counters read.
     `give_up_ms`: the time budget of a timing case's call, by its name in
     the file (none for a case it does not name). `gate`: where the trusted
     harness waits for the GPU alone before its timed calls (gpu_turn.py);
@@ -106,7 +108,7 @@ def write_cases(
     cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing, budgets.get(name), output)
              for i, (name, case) in enumerate(entries)]
     if profile and cases:
-        cases[-1]["profile"] = traffic.profile_entry()
+        cases[-1]["profile"] = traffic.profile_entry(profile_shared_memory)
     doc = {"version": 1, "part": harness_id or part.id, "result": str(workdir / "result.json"),
            "record_launches": record_launches, "cases": cases}
     if gate is not None:

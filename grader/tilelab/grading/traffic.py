@@ -54,16 +54,18 @@ STALL_REASONS = {  # counter suffix -> what it means, in a student's words
 STALL_COUNTER = "smsp__warps_issue_stalled_{}.sum"
 
 # What a call far over its time budget has read instead (the harness's
-# far-over metrics, grader/harness/core/timing.h): the memory traffic at each
-# level and the loads' sectors per request, in half the passes of METRICS (2
-# of 4 on an H100), since each pass is one more call that earns no speed points.
+# far-over metrics, grader/harness/core/timing.h), since each pass is one
+# more call that earns no speed points: the memory traffic at each level and
+# the loads' sectors per request (2 passes on an H100, of METRICS' 4), and
+# for a kernel that uses shared memory its accesses and bank conflicts too
+# (3 passes).
 TRAFFIC_METRICS = (
     GLOBAL_LOAD_INSTRUCTIONS, GLOBAL_STORE_INSTRUCTIONS, GLOBAL_LOAD_REQUESTS, GLOBAL_LOAD_SECTORS,
     L1_LOAD_BYTES, L1_STORE_BYTES, L2_BYTES, DRAM_READ_BYTES, DRAM_WRITE_BYTES,
 )
+SHARED_METRICS = (SHARED_LOAD_INSTRUCTIONS, SHARED_STORE_INSTRUCTIONS, SHARED_LOAD_CONFLICTS, SHARED_STORE_CONFLICTS)
 METRICS = (
-    *TRAFFIC_METRICS,
-    SHARED_LOAD_INSTRUCTIONS, SHARED_STORE_INSTRUCTIONS, SHARED_LOAD_CONFLICTS, SHARED_STORE_CONFLICTS,
+    *TRAFFIC_METRICS, *SHARED_METRICS,
     LOCAL_LOAD_BYTES, LOCAL_STORE_BYTES, WARPS_ACTIVE_PCT, FMA_PIPE_INSTRUCTIONS, INSTRUCTIONS, WARP_CYCLES_ACTIVE,
     *(STALL_COUNTER.format(reason) for reason in STALL_REASONS),
 )
@@ -231,6 +233,9 @@ def with_occupancy(traffic: Traffic, launches, device) -> Traffic:
                    occupancy_limits=dict(found.limits), occupancy_inputs=inputs)
 
 
-def profile_entry() -> dict:
-    """What a case file asks of the harness to profile a case (case_file.h)."""
-    return {"metrics": list(METRICS), "far_over_metrics": list(TRAFFIC_METRICS)}
+def profile_entry(shared_memory: bool = True) -> dict:
+    """What a case file asks of the harness to profile a case (case_file.h);
+    without `shared_memory`, a call far over its budget has no shared-memory
+    counters read (a kernel that uses none)."""
+    return {"metrics": list(METRICS),
+            "far_over_metrics": list(TRAFFIC_METRICS + (SHARED_METRICS if shared_memory else ()))}

@@ -26,7 +26,8 @@ from .. import calibration, clocks, counter_availability, counter_hints, traffic
 from ..context import Grading, PartState, private_name
 from ..diagnose import STATUS_HINTS
 from ..gpu_turn import LOOK_S, GpuTurnGate
-from ..launch_checks import HOST_WORK_HINT, check_first_timed_calls, check_timed_calls, timed_printing
+from ..launch_checks import (HOST_WORK_HINT, check_first_timed_calls, check_timed_calls, shared_memory_untouched,
+                             timed_printing)
 from ..model import ESTIMATED_RULE, NO_CEILINGS, NO_TARGETS, WORK_ELSEWHERE, Speed
 from ..runner import run_harness, verify, write_cases
 from ..scoring import CUBLAS, IMPOSSIBLE_FRACTION, give_up_ms, gflops, scored_time, zero_line_ms
@@ -286,6 +287,14 @@ def case_speed(v: dict, target, ceilings, rule: str, full_at: float, flags: list
     ), fraction
 
 
+def _may_use_shared_memory(s: PartState) -> bool:
+    """Whether the part's kernels may use shared memory, for the counters of a call far over its budget: its
+    contract asks for it, or its correctness runs, where they came first (not in a check's early timing), used it."""
+    if s.part.shared_memory != "any":
+        return True
+    return bool(s.harness_result) and not shared_memory_untouched(s.harness_result, [])
+
+
 def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibration,
                gate: Optional[GpuTurnGate] = None, retimed: bool = False,
                counters: Optional[str] = None) -> None:
@@ -298,6 +307,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     entries = [(c.name, c) for c in s.part.cases["timing"]]
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
                             timing=assignment.timing, profile=g.options.counters == "inline",
+                            profile_shared_memory=_may_use_shared_memory(s),
                             give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis),
                             gate=gate.path if gate else None, counter_availability=counters)
     limit = g.limits["speed"]
