@@ -608,6 +608,22 @@ TEST(Counters, AFirstCallFarOverItsBudgetReadsTheFarOverMetrics) {
   EXPECT_EQ(slow.at("timing").at("calls").size(), 2u);
   std::cout << "naive 2048: every counter in " << read.at("profile").at("passes") << " passes, the far-over ones in "
             << profile.at("passes") << " (" << profile.at("seconds") << " s)\n";
+
+  // A first call slowed by something else (here 300 ms on the host, once): the timed calls are not far over,
+  // so every counter is read after them.
+  TimingSpec t;
+  t.seed = 95;
+  t.give_up_ms = call_ms * 3;
+  CaseFile f = naive_timing_case(2048, t, all);
+  f.cases[0].profile_far_over_metrics = far_over;
+  const HarnessRun late = run_harness(probe("slow_first_call"), f, dir.path() / "late-first-call", 300, true);
+  ASSERT_EQ(late.process.exit_code, 0) << late.process.err;
+  const json& again = late.result.value_or(json()).at("cases").at(0);
+  EXPECT_GT(again.at("wall_ms").get<double>(), 2 * t.give_up_ms) << "the premise: its first call is far over";
+  EXPECT_FALSE(again.at("timing").at("stopped_slow").get<bool>()) << again.at("timing").dump();
+  ASSERT_EQ(again.at("profile").at("status"), "measured") << again.at("profile").dump();
+  EXPECT_FALSE(again.at("profile").at("far_over").get<bool>());
+  EXPECT_EQ(again.at("profile").at("metrics").size(), all.size());
 }
 
 // A call still running at the budget's call limit is not waited for: the

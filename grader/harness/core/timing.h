@@ -30,7 +30,9 @@
 // however it is timed: where its profile names far_over_metrics (the
 // memory-traffic counters, half the passes), those are read instead of its
 // metrics (profile_metrics_for), since each pass is one more such call with
-// the GPU alone.
+// the GPU alone. Where the timed calls then do not stop as too slow (runs
+// beside it slowed the first call), the caller reads every metric after them
+// instead (harness.cu).
 //
 // A case with a budget (TimingSpec::give_up_ms, written by the grader from
 // the time at which a call earns no speed points) is timed only while more

@@ -124,8 +124,8 @@ def _stalls(traffic: Optional[Traffic]) -> str:
 
 
 # Why a part's table lacks the SM's figures (traffic.TRAFFIC_METRICS).
-FAR_OVER_NOTE = ("Only the memory traffic was read: one call took over twice the time at which speed earns no points, "
-                 "and each further pass of the counters would be one more such call.")
+FAR_OVER_NOTE = ("Only the memory traffic was read: this kernel's calls take too long to earn speed points, and each "
+                 "further pass of the counters would be one more such call.")
 
 
 def _fact_rows(traffic: Traffic, reference: Optional[Traffic]) -> list:
