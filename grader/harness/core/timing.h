@@ -27,8 +27,8 @@
 //
 // A case whose first call (made before the gate, while the GPU may be
 // shared) took over kFarJudgedFactor x its budget earns no speed points
-// however it is timed: where its profile names far_over_metrics (the
-// memory-traffic counters, half the passes), those are read instead of its
+// however it is timed: where its profile names far_over_metrics (fewer
+// counters in fewer passes), those are read instead of its
 // metrics (profile_metrics_for), since each pass is one more such call with
 // the GPU alone. Where the timed calls then do not stop as too slow (runs
 // beside it slowed the first call), the caller reads every metric after them

@@ -121,7 +121,7 @@ class Traffic:
     fma_share: Optional[float] = None  # FMA-pipe instructions among all executed (FFMA, and IMAD for addresses)
     stalls: list = field(default_factory=list)  # [[reason, share of active warp cycles]], largest first
     passes: int = 0
-    far_over: bool = False  # only TRAFFIC_METRICS were read: the call was far over its time budget
+    far_over: bool = False  # only the far-over metrics were read (profile_entry): its calls earn no speed points
     seconds: float = 0.0  # the whole profile of the call, CUPTI's set-up included
     setup_seconds: float = 0.0  # CUPTI's set-up, before the first pass
 
