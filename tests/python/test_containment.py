@@ -254,6 +254,26 @@ def test_a_grading_given_no_sandbox_holds_a_user_no_other_grader_holds(tmp_path)
     assert not _flocked_by_this_process(LOCK_DIR / f"{mine}.lock")
 
 
+def test_a_released_user_is_free_though_a_child_forked_while_it_was_held_lives_on(tmp_path):
+    """A child forked while the user was held (a trusted harness service starting beside the grading's end)
+    has a copy of the lock file until it runs its program: the hold still ends with release()."""
+    base = root_sandbox()
+    held = hold_users(base, 1)
+    if not held:
+        pytest.skip("skipped: every sandbox user of this host is held by another grader")
+    user = held[0].sandbox.user
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        held[0].release()
+        assert not _flocked_by_this_process(LOCK_DIR / f"{user}.lock")
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
 def _flocked_by_this_process(path: Path) -> bool:
     """Whether /proc/locks lists a flock of this process on `path` (an open file of any child counts too)."""
     inode = os.stat(path).st_ino

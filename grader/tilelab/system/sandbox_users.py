@@ -42,7 +42,7 @@ class HeldSandbox:
 
     def release(self) -> None:
         if self._lock is not None:
-            self._lock.close()
+            _let_go(self._lock)
             self._lock = None
 
 
@@ -69,7 +69,7 @@ def hold_users(base: Sandbox, count: int, lock_dir: Path = LOCK_DIR) -> list:
         sandbox = dataclasses.replace(base, user=name, uid=entry.pw_uid, gid=entry.pw_gid,
                                       cpu_group=cpu_groups.group_of(name))
         if ended_leftovers(sandbox):
-            lock.close()  # a user whose processes cannot be ended is no slot's
+            _let_go(lock)  # a user whose processes cannot be ended is no slot's
             continue
         held.append(HeldSandbox(sandbox, lock))
     return held
@@ -98,6 +98,13 @@ def hold_one_or_base(base: Sandbox, who: str) -> tuple:
     return base, None, (f"no sandbox user of this host was free to hold (another grader holds each, or the lock "
                         f"folder cannot be written): {who} as {base.user}, which another grader may hold "
                         "(scripts/secure-checkout makes more users)")
+
+
+def _let_go(lock: IO) -> None:
+    """Unlocked before it is closed: a child forked meanwhile (a service starting) has a copy of the file until
+    it runs its program, and a copy keeps a lock that is only closed."""
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
 
 
 def _try_lock(path: Path) -> Optional[IO]:
