@@ -122,22 +122,32 @@ class GpuLock:
 
 def lock_name(gpu: str, listing: Optional[str] = None) -> str:
     """The name of `gpu`'s host-wide lock: a whole GPU's index as `nvidia-smi
-    -L` lists it (`listing`: that output, asked for where `gpu` is a UUID or
-    its first characters and none is given), else `gpu` as it is: an index
-    already, a MIG instance, or a name nvidia-smi does not list. CUDA numbers
-    the GPUs as nvidia-smi does where CUDA_DEVICE_ORDER is PCI_BUS_ID, and on
-    a host whose GPUs are all of one model."""
+    -L` lists it (listed_gpus; asked for only where `gpu` is a UUID or its
+    first characters), else `gpu` as it is: an index already, a MIG instance,
+    or a name nvidia-smi does not list. CUDA numbers the GPUs as nvidia-smi
+    does where CUDA_DEVICE_ORDER is PCI_BUS_ID, and on a host whose GPUs are
+    all of one model."""
     name = gpu.strip()
     if not name.upper().startswith("GPU-"):
         return name
+    found = [index for index, uuid in listed_gpus(listing) if uuid.lower().startswith(name.lower())]
+    return found[0] if len(found) == 1 else name
+
+
+def listed_gpus(listing: Optional[str] = None) -> list:
+    """The whole GPUs `nvidia-smi -L` lists (`listing`: its output, else it is
+    asked now), as (index, UUID) in its order; MIG instances, listed indented
+    under their GPU, are not among them. [] without a GPU or a driver."""
     if listing is None:
         try:
-            listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+            done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
-            return name
-    found = [index for index, uuid in re.findall(r"^GPU (\d+):.*\(UUID: (GPU-[0-9A-Fa-f-]+)\)", listing, re.M)
-             if uuid.lower().startswith(name.lower())]
-    return found[0] if len(found) == 1 else name
+            return []
+        if done.returncode != 0:
+            return []
+        listing = done.stdout
+    return [(m.group(1), m.group(2) or "")
+            for m in re.finditer(r"^GPU (\d+):[^\n]*?(?:\(UUID: (GPU-[0-9A-Fa-f-]+)\))?$", listing, re.M)]
 
 
 def visible_gpu() -> str:

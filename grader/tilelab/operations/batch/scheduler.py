@@ -17,7 +17,6 @@ import os
 import queue
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -30,7 +29,7 @@ from ...grading.options import GradeOptions, build_jobs_each, fresh_seed
 from ...outputs.leaderboard import alias
 from ...system.atomic import read_json, write_atomically
 from ...system.cpu_share import gradings_at_once
-from ...system.gpu_lock import GpuLock
+from ...system.gpu_lock import GpuLock, listed_gpus
 from ...system.paths import unbuilt_reason
 from ...system.sandbox import Sandbox, SandboxError, sandbox_for_this_process
 from ...system.sandbox_users import ended_leftovers, hold_users, leftovers_words
@@ -69,14 +68,7 @@ def find_gpus(env: Optional[dict] = None) -> list:
                 break
             found.append(item)
         return found
-    try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if listing.returncode != 0:
-        return []
-    # MIG instances are listed indented under their GPU; a worker takes a whole GPU.
-    return [m.group(1) for m in re.finditer(r"^GPU (\d+):", listing.stdout, re.MULTILINE)]
+    return [index for index, _ in listed_gpus()]  # a worker takes a whole GPU
 
 
 def parse_gpus(text: str) -> list:
