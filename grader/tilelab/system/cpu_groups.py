@@ -4,14 +4,15 @@ A run of student code may start as many processes as its user's limit
 allows (Limits.processes), and a fork bomb's keep every CPU busy until its
 run's time limit. Scheduled process by process, the runs of every other
 grading on the host then get a few per cent of the CPUs, and a correct
-part's run could be slowed past its own time limit. So each sandbox user's runs share one CPU group (a cgroup), and the groups
-share the CPUs equally, under one group of all of them ("tilelab") that
-weighs as one process at the lowest priority (nice 19, as every run but a
-timed one had before: process.BACKGROUND_PREFIX) against the grader's own
-and a timed run: a fork bomb takes its user's share, no more (measured: docs/measurements.md, "A fork bomb beside
-a correct hand-in, once more"). What joins is a run below its container
-(process.run's `background` runs), so the bomb cannot starve what ends it;
-a timed run stays outside and keeps its priority.
+part's run could be slowed past its own time limit. So each sandbox user's
+runs share one CPU group (a cgroup), and the groups share the CPUs equally,
+under one group of all of them ("tilelab") that weighs as one process at
+the lowest priority (nice 19, as every run but a timed one had before:
+process.BACKGROUND_PREFIX) against the grader's own and a timed run: a fork
+bomb takes its user's share, no more (measured: docs/measurements.md, "A
+fork bomb beside a correct hand-in, once more"). What joins is a run below
+its container (process.run's `background` runs), so the bomb cannot starve
+what ends it; a timed run stays outside and keeps its priority.
 
 Only root may make the groups, and only where the host lets it (cgroup v1's
 cpu controller, or cgroup v2's with the cpu controller to give to a group

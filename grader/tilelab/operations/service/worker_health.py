@@ -69,8 +69,8 @@ def _gpu_health(build_dir: Path, assignment: Assignment, gpu_lock: GpuLock) -> H
     facts = {"gpu_name": device.get("name"), "gpu_uuid": device.get("uuid")}
     if calibration.has_references(build_dir, assignment):
         try:
-            basis, _ = calibration.get_calibration(build_dir, assignment, device, tool_path(build_dir, "tilelab-verify"),
-                                                   gpu_lock=gpu_lock)
+            basis, _ = calibration.get_calibration(build_dir, assignment, device,
+                                                   tool_path(build_dir, "tilelab-verify"), gpu_lock=gpu_lock)
         except calibration.CalibrationError as e:
             return Health(f"its GPU could not be calibrated: {e}", facts)
         facts["calibration"] = basis.summary(assignment, ceilings).get("fingerprint")
