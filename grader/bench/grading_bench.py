@@ -146,18 +146,25 @@ def bare_compile_seconds(root: Path, build_dir: Path, compute_capability: Option
     return round(seconds, 2) if all(r.returncode == 0 for r in runs) else None
 
 
+def smallest_run(root: Path, build_dir: Path, folder: Path) -> tuple:
+    """(the naive reference part's executable, a case file of its 1x1 case in `folder`): a run that does
+    almost nothing but start, as every run a grading makes does."""
+    from tilelab.grading.calibration import REFERENCE_DIR
+    from tilelab.grading.runner import write_cases
+
+    naive = load_assignment(root / ASSIGNMENT_FILE).part("naive")
+    return build_dir / REFERENCE_DIR / naive.id, write_cases(naive, [("one", naive.cases["public"][0])], folder, 1)
+
+
 def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
     """What starting a CUDA process costs, the floor of every run a grading
     makes: the GPU probe (`tilelab-roofline --device`) and a harness run of
     the naive reference on its 1x1 case (medians of 3). Empty without a GPU."""
     from tilelab.grading import gpu_ceilings
-    from tilelab.grading.calibration import REFERENCE_DIR
-    from tilelab.grading.runner import run_harness, write_cases
+    from tilelab.grading.runner import run_harness
     from tilelab.system.paths import tool_path
     from tilelab.system.sandbox import Sandbox
 
-    naive = load_assignment(root / ASSIGNMENT_FILE).part("naive")
-    binary = build_dir / REFERENCE_DIR / naive.id
     probe, harness = [], []
     for i in range(3):
         clock = time.monotonic()
@@ -166,8 +173,8 @@ def startup_seconds(root: Path, build_dir: Path, out_dir: Path) -> dict:
         except gpu_ceilings.RooflineError:
             return {}
         probe.append(time.monotonic() - clock)
+        binary, case_file = smallest_run(root, build_dir, out_dir / f"startup-{i}")
         if binary.is_file():
-            case_file = write_cases(naive, [("one", naive.cases["public"][0])], out_dir / f"startup-{i}", 1)
             harness.append(run_harness(binary, case_file, 60, Sandbox()).seconds)
     found = {"probe": round(statistics.median(probe), 3)}
     if harness:

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Callable
 
 from tilelab.errors import TilelabError
-from tilelab.grading.calibration import REFERENCE_DIR
-from tilelab.grading.runner import ONE_WORK_QUEUE, write_cases
-from tilelab.spec.assignment import load_assignment
-from tilelab.system.paths import ASSIGNMENT_FILE
+from tilelab.grading.runner import ONE_WORK_QUEUE
+
+from .grading_bench import smallest_run
 
 # A run that starts, makes its context and ends takes well under a second alone.
 LIMIT_S = 120
@@ -47,12 +46,10 @@ def run_starts(root: Path, build: Path, out: Path, count: int, gpus: list, round
     if not gpus:
         raise TilelabError("no GPU to start CUDA processes on (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES "
                            "hides them)")
-    naive = load_assignment(root / ASSIGNMENT_FILE).part("naive")
-    binary = build / REFERENCE_DIR / naive.id
+    runs = [smallest_run(root, build, out / "starts" / str(i)) for i in range(count)]
+    binary, files = runs[0][0], [case_file for _, case_file in runs]
     if not binary.is_file():
         raise TilelabError(f"{binary} is not built: build the tree first")
-    case = [("one", naive.cases["public"][0])]
-    files = [write_cases(naive, case, out / "starts" / str(i), 1) for i in range(count)]
     placements = [("one GPU", gpus[:1])] + ([(f"{len(gpus)} GPUs", gpus)] if len(gpus) > 1 else [])
     found = [Starts(name, count, []) for name, _ in placements]
     for r in range(rounds):
