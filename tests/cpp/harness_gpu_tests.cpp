@@ -549,7 +549,7 @@ TEST(Counters, AreReadBeforeTheWarmUpAndCountAsIt) {
 
 // A case whose first call took over twice its budget earns no speed points
 // however it is timed, so its profile reads the far-over metrics instead of
-// its own (core/timing.h, profile_metrics_for): fewer counters, fewer
+// its own (core/timing.h, reads_far_over): fewer counters, fewer
 // passes, each of them one more such call with the GPU alone. Its timing
 // stops after two timed calls, as it would have with every counter read.
 TEST(Counters, AFirstCallFarOverItsBudgetReadsTheFarOverMetrics) {

@@ -28,7 +28,7 @@
 //                    "give_up_ms": 104.2},            // optional: the budget of one call (timing.h)
 //         "profile": {"metrics": ["dram__bytes_read.sum", ...],  // optional: counters of one call
 //                     "far_over_metrics": [...]} }  // optional: read instead after a first call far
-//                                                   // over the budget (timing.h, profile_metrics_for)
+//                                                   // over the budget (timing.h, reads_far_over)
 //     ]
 //   }
 #pragma once

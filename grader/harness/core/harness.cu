@@ -153,7 +153,7 @@ CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, b
 // timing result, or for a case without timing its first call's wall time
 // as "median_wall_ms".
 json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const LaunchArgs& args, const json& timing,
-                          bool stopped_slow, double first_call_ms) {
+                          bool stopped_slow, bool far_over) {
   CounterProfile skipped;
   skipped.status = kProfileSkipped;
   const json stop = timing.value("stop", json::object());
@@ -168,9 +168,8 @@ json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const Launch
     return to_json(skipped);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::string>& metrics = profile_metrics_for(spec, first_call_ms);
-  json profile = launcher.profile(args, metrics);
-  profile["far_over"] = &metrics != &*spec.profile_metrics;
+  json profile = launcher.profile(args, profile_metrics_for(spec, far_over));
+  profile["far_over"] = far_over;
   profile["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return profile;
 }
@@ -284,8 +283,9 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
     return finish(std::move(out), ExitCode::kNoKernel,
                   std::string(part.launcher) + " returned without launching a kernel", false);
   }
+  bool far_over = reads_far_over(spec, inv.wall_ms);
   if (spec.timing) {
-    TimingOutcome timing = run_timing(file, spec, launcher, given, turn, inv.wall_ms);
+    TimingOutcome timing = run_timing(file, spec, launcher, given, turn, far_over);
     out.result["timing"] = std::move(timing.result);
     if (timing.profile) out.result["profile"] = std::move(*timing.profile);
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
@@ -293,10 +293,9 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
   }
   // Fewer counters were read on the word of a first call that other runs may have slowed, and the timed
   // calls did not stop as too slow: every metric is read after them instead (timing.h).
-  double judged_first_call_ms = inv.wall_ms;
-  if (out.result.contains("profile") && out.result["profile"].value("far_over", false) && !out.stopped_slow) {
+  if (far_over && out.result.contains("profile") && !out.stopped_slow) {
     out.result.erase("profile");
-    judged_first_call_ms = 0;
+    far_over = false;
   }
   if (spec.profile_metrics && !out.result.contains("profile")) {  // not read before the warm-up (timing.h)
     json timing = out.result.value("timing", json::object());
@@ -309,8 +308,7 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
       turn.take();
       timing = {{"median_wall_ms", inv.wall_ms}};
     }
-    out.result["profile"] = profile_after_timing(spec, launcher, args, timing, out.stopped_slow,
-                                                 judged_first_call_ms);
+    out.result["profile"] = profile_after_timing(spec, launcher, args, timing, out.stopped_slow, far_over);
   }
   return finish(std::move(out), ExitCode::kOk, "", false);
 }

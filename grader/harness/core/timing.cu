@@ -92,10 +92,13 @@ void add_stop(json& result, const TimingSpec& t, const std::optional<SlowStop>& 
 
 }  // namespace
 
-const std::vector<std::string>& profile_metrics_for(const CaseSpec& spec, double first_call_ms) {
-  const bool far_over = spec.timing && spec.timing->give_up_ms > 0 &&
-                        first_call_ms > kFarJudgedFactor * spec.timing->give_up_ms;
-  return far_over && spec.profile_far_over_metrics ? *spec.profile_far_over_metrics : *spec.profile_metrics;
+bool reads_far_over(const CaseSpec& spec, double first_call_ms) {
+  return spec.profile_far_over_metrics && spec.timing && spec.timing->give_up_ms > 0 &&
+         first_call_ms > kFarJudgedFactor * spec.timing->give_up_ms;
+}
+
+const std::vector<std::string>& profile_metrics_for(const CaseSpec& spec, bool far_over) {
+  return far_over ? *spec.profile_far_over_metrics : *spec.profile_metrics;
 }
 
 TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher& launcher, double waited_ms) {
@@ -121,7 +124,7 @@ TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher&
 }
 
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
-                         GpuTurn& turn, double first_call_ms) {
+                         GpuTurn& turn, bool far_over) {
   const TimingSpec& t = *spec.timing;
   const uint64_t m_count = uint64_t(spec.j) * spec.k;
   const uint64_t n_count = uint64_t(spec.k) * spec.l;
@@ -163,8 +166,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
     // Most of the counters' setup is the host's and, given the GPU's availability image, touches no counters.
     for (const CaseSpec& c : file.cases) {
       if (c.profile_metrics) {
-        launcher.prepare_profile(&c == &spec ? profile_metrics_for(spec, first_call_ms) : *c.profile_metrics,
-                                 file.counter_availability);
+        launcher.prepare_profile(profile_metrics_for(c, &c == &spec && far_over), file.counter_availability);
         break;
       }
     }
@@ -186,9 +188,8 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
   if (spec.profile_metrics) {
     const LaunchArgs args = fresh_inputs(0);
     TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<std::string>& metrics = profile_metrics_for(spec, first_call_ms);
-    json profile = launcher.profile(args, metrics, profile_call_limit_ms(t));
-    profile["far_over"] = &metrics != &*spec.profile_metrics;
+    json profile = launcher.profile(args, profile_metrics_for(spec, far_over), profile_call_limit_ms(t));
+    profile["far_over"] = far_over;
     profile["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_begin).count();
     const json passes = profile.value("passes", json(0));
     profile_passes = passes.is_number_integer() ? std::clamp(passes.get<int>(), 0, kMaxProfilePasses) : 0;

@@ -29,7 +29,7 @@
 // shared) took over kFarJudgedFactor x its budget earns no speed points
 // however it is timed: where its profile names far_over_metrics (fewer
 // counters in fewer passes), those are read instead of its
-// metrics (profile_metrics_for), since each pass is one more such call with
+// metrics (reads_far_over), since each pass is one more such call with
 // the GPU alone. Where the timed calls then do not stop as too slow (runs
 // beside it slowed the first call), the caller reads every metric after them
 // instead (harness.cu).
@@ -86,11 +86,13 @@ class Launcher;
 class GpuTurn;
 // Runs after the case's first call (harness.cu), which counts among the calls a stop reports.
 // Its buffers are made and filled before `turn` is taken: the warm-up and the timed calls run alone.
-// `first_call_ms`: the wall time of the case's first call.
+// `far_over`: its profile reads the far-over metrics (reads_far_over).
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
-                         GpuTurn& turn, double first_call_ms);
-// The counters to read of a case with a profile whose first call took `first_call_ms` (above).
-const std::vector<std::string>& profile_metrics_for(const CaseSpec& spec, double first_call_ms);
+                         GpuTurn& turn, bool far_over);
+// Whether a case whose first call took `first_call_ms` reads its profile's far-over metrics (above).
+bool reads_far_over(const CaseSpec& spec, double first_call_ms);
+// The metrics a case with a profile reads: its far-over ones, or all of them.
+const std::vector<std::string>& profile_metrics_for(const CaseSpec& spec, bool far_over);
 // The timing result of a case whose first call ran past its call limit and
 // was ended after `waited_ms`: no call was timed.
 TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher& launcher, double waited_ms);
