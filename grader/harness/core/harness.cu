@@ -151,7 +151,7 @@ CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, b
 // kernel needs most (an uncoalesced one, say). One whose call was ended
 // unfinished, or took far over the budget, is not. `timing`: the case's
 // timing result, or for a case without timing its first call's wall time
-// as "median_wall_ms".
+// as "median_wall_ms"; `far_over`: only its far-over metrics are read.
 json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const LaunchArgs& args, const json& timing,
                           bool stopped_slow, bool far_over) {
   CounterProfile skipped;
@@ -291,9 +291,10 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
     out.stopped_slow = timing.stopped_slow;
   }
-  // Fewer counters were read on the word of a first call that other runs may have slowed, and the timed
-  // calls did not stop as too slow: every metric is read after them instead (timing.h).
-  if (far_over && out.result.contains("profile") && !out.stopped_slow) {
+  // Fewer counters are read on the word of a first call that other runs may have slowed only where the timed
+  // calls stopped as too slow: otherwise every metric is read after them (timing.h), whether or not the
+  // far-over ones were read before the warm-up.
+  if (far_over && !out.stopped_slow) {
     out.result.erase("profile");
     far_over = false;
   }
