@@ -232,7 +232,9 @@ def format_classes(runs: list) -> str:
             f"{run.graded} of {run.hand_ins} graded in {run.wall_seconds:.1f} s = {run.per_hour:,.0f} an hour, "
             f"{run.per_hour_per_gpu:,.0f} per GPU; a grading p50 {run.percentile(0.5):.1f} s, p95 "
             f"{run.percentile(0.95):.1f} s; CPUs busy {100 * load.get('cpu_busy', 0):.0f} % (saturated "
-            f"{100 * load.get('cpu_saturated', 0):.0f} % of the time)" + (f"; {gpu_busy}" if gpu_busy else ""))
+            f"{100 * load.get('cpu_saturated', 0):.0f} % of the time)" + (f"; {gpu_busy}" if gpu_busy else "")
+            + (f"; the batch's own process {load['own_cores']:.2f} cores (over 90 % of one core "
+               f"{100 * load.get('own_saturated', 0):.0f} % of the time)" if "own_cores" in load else ""))
         if run.scored_seconds:
             lines.append(f"  the counters read once every hand-in was graded: every score in "
                          f"{run.scored_seconds:.1f} s = {3600.0 * run.graded / run.scored_seconds:,.0f} an hour, "

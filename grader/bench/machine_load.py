@@ -1,17 +1,28 @@
 """How busy the host's CPUs and GPUs were while a benchmark graded: what
 tells a grader held up by its CPUs (compilers, compute-sanitizer, report
 drawing) from one held up by its GPUs. Read from /proc/stat and from
-`nvidia-smi --query-gpu` sampled while the work runs."""
+`nvidia-smi --query-gpu` sampled while the work runs. Also how busy this
+process was, in cores: a batch grades in threads of one Python process,
+whose interpreter runs one thread at a time, so a process near one core
+holds its gradings up while the host's CPUs look idle."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
+import time
 from typing import Optional
 
 SAMPLE_S = 1.0
 SATURATED = 0.9  # a second in which the CPUs were this busy counts as saturated
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds this process (all its threads, not its children) has used."""
+    times = os.times()
+    return times.user + times.system
 
 
 def _cpu_times() -> tuple:
@@ -28,6 +39,7 @@ class MachineLoad:
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._cpu: list = []  # busy share of each second
+        self._own: list = []  # cores this process used, each second
         self._gpu_lines: list = []
         self._smi: Optional[subprocess.Popen] = None
         self._thread: Optional[threading.Thread] = None
@@ -35,6 +47,7 @@ class MachineLoad:
 
     def __enter__(self) -> "MachineLoad":
         self._first = _cpu_times()
+        self._own_first = (_own_cpu_s(), time.monotonic())
         self._thread = threading.Thread(target=self._sample_cpu, name="bench-cpu-load", daemon=True)
         self._thread.start()
         if shutil.which("nvidia-smi"):
@@ -47,6 +60,7 @@ class MachineLoad:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._last = _cpu_times()
+        self._own_last = (_own_cpu_s(), time.monotonic())
         if self._thread:
             self._thread.join()
         if self._smi:
@@ -54,12 +68,14 @@ class MachineLoad:
             self._smi.wait()
 
     def _sample_cpu(self) -> None:
-        before = _cpu_times()
+        before, own_before = _cpu_times(), (_own_cpu_s(), time.monotonic())
         while not self._stop.wait(SAMPLE_S):
-            now = _cpu_times()
+            now, own_now = _cpu_times(), (_own_cpu_s(), time.monotonic())
             if now[1] > before[1]:
                 self._cpu.append((now[0] - before[0]) / (now[1] - before[1]))
-            before = now
+            if own_now[1] > own_before[1]:
+                self._own.append((own_now[0] - own_before[0]) / (own_now[1] - own_before[1]))
+            before, own_before = now, own_now
 
     def _read_gpu(self) -> None:
         for line in self._smi.stdout:
@@ -71,6 +87,11 @@ class MachineLoad:
         found: dict = {}
         if self._first and self._last and self._last[1] > self._first[1]:
             found["cpu_busy"] = round((self._last[0] - self._first[0]) / (self._last[1] - self._first[1]), 3)
+        (own_first, start), (own_last, end) = self._own_first, self._own_last
+        if end > start:
+            found["own_cores"] = round((own_last - own_first) / (end - start), 3)
+        if self._own:
+            found["own_saturated"] = round(sum(s >= SATURATED for s in self._own) / len(self._own), 3)
         if self._cpu:
             found["cpu_saturated"] = round(sum(s >= SATURATED for s in self._cpu) / len(self._cpu), 3)
         gpus: dict = {}

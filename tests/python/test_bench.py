@@ -213,3 +213,22 @@ def test_starts_say_how_much_longer_a_process_waits_beside_others():
     text = format_starts([Starts("one GPU", 16, [1.30, 1.25, 1.32]), Starts("2 GPUs", 16, [1.74, 1.81, 1.78])])
     assert "- 16 on one GPU: median 1.30 s (1.30, 1.25, 1.32); 81 ms a process" in text
     assert text.endswith("2 GPUs start them in 1.37 x the time of one GPU (1.00: no faster; 0.50: side by side)")
+
+
+def test_the_load_says_how_many_cores_the_benchmarks_own_process_used():
+    from bench.machine_load import MachineLoad
+
+    def spin(seconds: float) -> None:
+        import time
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    import time
+    with MachineLoad() as idle:
+        time.sleep(1.2)
+    with MachineLoad() as busy:
+        spin(1.2)
+    assert idle.figures()["own_cores"] < 0.3
+    assert busy.figures()["own_cores"] > 0.5  # 1.2 s of this process's CPU in at least 1.2 s
+    assert 0 <= busy.figures()["own_saturated"] <= 1
