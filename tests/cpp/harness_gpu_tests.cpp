@@ -618,7 +618,7 @@ TEST(Counters, AFirstCallFarOverItsBudgetReadsTheFarOverMetrics) {
   f.cases[0].profile_far_over_metrics = far_over;
   const HarnessRun late = run_harness(probe("slow_first_call"), f, dir.path() / "late-first-call", 300, true);
   ASSERT_EQ(late.process.exit_code, 0) << late.process.err;
-  const json& again = late.result.value_or(json()).at("cases").at(0);
+  const json again = late.result.value_or(json()).at("cases").at(0);  // a copy: value_or returns a temporary
   EXPECT_GT(again.at("wall_ms").get<double>(), 2 * t.give_up_ms) << "the premise: its first call is far over";
   EXPECT_FALSE(again.at("timing").at("stopped_slow").get<bool>()) << again.at("timing").dump();
   ASSERT_EQ(again.at("profile").at("status"), "measured") << again.at("profile").dump();
