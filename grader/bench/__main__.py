@@ -33,17 +33,23 @@ from .tree import built_tree, tree_options
                    "class beside a run with it.")
 @click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
               help="With --class: when the gradings read the hardware counters, as for `tilelab batch`.")
+@click.option("--starts-beside", type=click.FloatRange(min=0, min_open=True, max=20), default=None,
+              help="With --class: the class on one GPU, then again with this many CUDA processes a second (a "
+                   "grading's runs) started beside it: what one more process costs a class.")
 @click.option("--starts", type=click.IntRange(min=1, max=256), default=None,
               help="Only this: N CUDA processes (a grading's runs) started at once on one GPU, then spread over "
                    "every GPU, three rounds (starts.json).")
 def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str | None,
          in_flight: int | None, class_size: int | None, stage_costs: bool, left_out: tuple, counters: str,
-         starts: int | None) -> None:
+         starts_beside: float | None, starts: int | None) -> None:
     """Phases, the critical path, GPU time and throughput of gradings."""
     if starts and (class_size or stage_costs or left_out):
         raise click.UsageError("--starts measures CUDA processes alone: give it without --class")
     if stage_costs and not class_size:
         raise click.UsageError("--stage-costs measures a class: give --class N too")
+    if starts_beside and (not class_size or stage_costs):
+        raise click.UsageError("--starts-beside measures a class beside CUDA processes: give --class N, and no "
+                               "--stage-costs")
     if (left_out or counters != "inline") and (not class_size or stage_costs):
         raise click.UsageError("--without and --counters are for a class: give --class N, and no --stage-costs")
     if counters == "later" and "counters" in left_out:
@@ -71,7 +77,7 @@ def main(root: str | None, build_dir: str | None, out_dir: str | None, gpus: str
                 runs = run_stage_costs(root_path, build, out, class_size, chosen, in_flight, log)
             else:
                 runs = run_classes(root_path, build, out, class_size, chosen, in_flight, log,
-                                   tuple(WITHOUT[word] for word in left_out), counters)
+                                   tuple(WITHOUT[word] for word in left_out), counters, starts_beside)
         except TilelabError as e:
             raise click.ClickException(str(e)) from None
         write_atomically(out / "class.json", json.dumps(summarize(runs), indent=2) + "\n")

@@ -7,7 +7,9 @@ hand-in cost the GPU, how busy the CPUs and GPUs were, and the ratio of all
 GPUs to one. With --stage-costs, the class on one GPU four times, with and
 without the speed stage and compute-sanitizer: what each costs a hand-in
 under a class's load; with --without, the class with the stages named left
-out (the hardware counters among them). A benchmark: it asserts no time."""
+out (the hardware counters among them); with --starts-beside, the class on
+one GPU alone and with CUDA processes started beside it (starts_beside.py).
+A benchmark: it asserts no time."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -28,6 +31,7 @@ from tilelab.operations.grading_run import counters_pending
 
 from .handins import distinct_hand_ins
 from .machine_load import MachineLoad
+from .starts_beside import StartsBeside, cost_per_start
 
 
 @dataclass
@@ -46,6 +50,7 @@ class ClassRun:
     without: list = field(default_factory=list)  # stages left out (WITHOUT)
     counters: str = "inline"  # GradeOptions.counters of its gradings
     scored_seconds: Optional[float] = None  # with counters "later": when every grading had its score
+    beside: dict = field(default_factory=dict)  # CUDA processes started beside it (StartsBeside.figures())
 
     @property
     def per_hour(self) -> float:
@@ -106,21 +111,28 @@ def percentile(values: list, share: float) -> float:
 
 
 def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
-              log: Callable[[str], None], without: tuple = (), counters: str = "inline") -> ClassRun:
+              log: Callable[[str], None], without: tuple = (), counters: str = "inline",
+              starts_beside: Optional[float] = None) -> ClassRun:
     """`count` distinct complete hand-ins graded by `tilelab batch` on
     `gpus`, the stages `without` (WITHOUT) left out, the counters read
-    `counters` (GradeOptions.counters) where they are not."""
+    `counters` (GradeOptions.counters) where they are not; with
+    `starts_beside`, that many CUDA processes a second started beside it on
+    the first of `gpus` (StartsBeside)."""
     counters = "off" if COUNTERS in without else counters
     tag = f"{len(gpus)}gpu-{time.time_ns()}"
     name = (f"{len(gpus)}gpu" + "".join(f"-without-{_FOLDER_WORD[stage]}" for stage in without)
-            + ("-counters-later" if counters == "later" else ""))
+            + ("-counters-later" if counters == "later" else "")
+            + (f"-starts-beside-{starts_beside:g}" if starts_beside else ""))
     class_dir, results = out / f"class-{name}", out / f"results-{name}"
     distinct_hand_ins(root, count, class_dir, tag)
     shutil.rmtree(results, ignore_errors=True)
     log(f"bench: {count} distinct complete hand-ins through tilelab batch on GPU {', '.join(gpus) or '(none)'}"
         + (f", without {' and '.join(without)}" if without else "")
-        + (", the counters read once every hand-in is graded" if counters == "later" else ""))
-    with MachineLoad() as load:
+        + (", the counters read once every hand-in is graded" if counters == "later" else "")
+        + (f", {starts_beside:g} CUDA processes a second started beside it" if starts_beside else ""))
+    beside = (StartsBeside(root, build, out / f"starts-beside-{name}", gpus[0], starts_beside) if starts_beside
+              else nullcontext())
+    with MachineLoad() as load, beside:
         clock = time.monotonic()
         summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
                             live=False, log=log, in_flight=in_flight, sanitizers=SANITIZERS not in without,
@@ -154,19 +166,28 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
                     load=load.figures(), not_graded=missing, short=short,
                     turn={k: round(sum(t[k] for t in turns) / len(turns), 3) for k in turns[0]} if turns else {},
                     without=list(without), counters=counters,
-                    scored_seconds=round(summary.scored_seconds, 2) if counters == "later" else None)
+                    scored_seconds=round(summary.scored_seconds, 2) if counters == "later" else None,
+                    beside=beside.figures() if starts_beside else {})
 
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
-                log: Callable[[str], None], without: tuple = (), counters: str = "inline") -> list:
+                log: Callable[[str], None], without: tuple = (), counters: str = "inline",
+                starts_beside: Optional[float] = None) -> list:
     """The class on the first GPU alone, then on all of them (when there are
     several), each GPU calibrated first: a deadline's gradings find their
     GPU's calibration made, and a run that made one would count it.
-    `without`: the stages (WITHOUT) every grading leaves out; `counters`: when they are read."""
+    `without`: the stages (WITHOUT) every grading leaves out; `counters`: when they are read.
+    `starts_beside`: the class on the first GPU alone, then again on it with that many CUDA
+    processes a second started beside it (StartsBeside), instead of on all the GPUs."""
     gpus = find_gpus() if gpus is None else list(gpus)
-    calibrate_each(root, build, gpus, log)
+    if starts_beside and not gpus:
+        raise TilelabError("--starts-beside starts CUDA processes beside a class on a GPU, and this machine has "
+                           "none (nvidia-smi lists no GPU that CUDA_VISIBLE_DEVICES lets through)")
+    calibrate_each(root, build, gpus[:1] if starts_beside else gpus, log)
     runs = [run_class(root, build, out, count, gpus[:1], in_flight, log, without, counters)]
-    if len(gpus) > 1:
+    if starts_beside:
+        runs.append(run_class(root, build, out, count, gpus[:1], in_flight, log, without, counters, starts_beside))
+    elif len(gpus) > 1:
         runs.append(run_class(root, build, out, count * len(gpus), gpus, in_flight, log, without, counters))
     return runs
 
@@ -228,7 +249,9 @@ def format_classes(runs: list) -> str:
         gpu_busy = ", ".join(f"GPU {i} {100 * b:.0f} %" for i, b in sorted(load.get("gpu_busy", {}).items()))
         lines.append(
             f"- {len(run.gpus)} GPU{'s' if len(run.gpus) != 1 else ''} ({run.in_flight} in flight each"
-            + "".join(f", without {stage}" for stage in run.without) + "): "
+            + "".join(f", without {stage}" for stage in run.without)
+            + (f", {run.beside['rate']:g} CUDA processes a second started beside it: {run.beside['started']} "
+               f"started, {run.beside['failed']} failed" if run.beside else "") + "): "
             f"{run.graded} of {run.hand_ins} graded in {run.wall_seconds:.1f} s = {run.per_hour:,.0f} an hour, "
             f"{run.per_hour_per_gpu:,.0f} per GPU; a grading p50 {run.percentile(0.5):.1f} s, p95 "
             f"{run.percentile(0.95):.1f} s; CPUs busy {100 * load.get('cpu_busy', 0):.0f} % (saturated "
@@ -256,6 +279,11 @@ def format_classes(runs: list) -> str:
     if ratio is not None:
         lines.append(f"{len(runs[1].gpus)} GPUs grade {ratio:.2f} x one GPU "
                      f"({ratio / len(runs[1].gpus):.2f} of one GPU's rate per GPU)")
+    each = cost_per_start(runs[0], runs[1]) if len(runs) > 1 and runs[1].beside else None
+    if each is not None:
+        lines.append(f"each CUDA process started beside the class cost it {1e3 * each:.0f} ms of its GPU (a hand-in "
+                     f"{runs[0].cost:.2f} s alone, {runs[1].cost:.2f} s with "
+                     f"{runs[1].beside['started'] / max(1, runs[1].graded):.1f} processes more each)")
     return "\n".join(lines)
 
 
@@ -273,5 +301,8 @@ def summarize(runs: list) -> dict:
         found["ratio_to_one_gpu"] = round(ratio, 3)
     if any(set(r.without) & set(LEFT_OUT) for r in runs):
         found["stage_costs"] = stage_costs(runs)
+    each = cost_per_start(runs[0], runs[1]) if len(runs) > 1 and runs[1].beside else None
+    if each is not None:
+        found["cost_per_start_s"] = round(each, 4)
     return found
 

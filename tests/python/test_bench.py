@@ -232,3 +232,68 @@ def test_the_load_says_how_many_cores_the_benchmarks_own_process_used():
     assert idle.figures()["own_cores"] < 0.3
     assert busy.figures()["own_cores"] > 0.5  # 1.2 s of this process's CPU in at least 1.2 s
     assert 0 <= busy.figures()["own_saturated"] <= 1
+
+
+def test_what_a_cuda_process_beside_the_class_cost_follows_from_the_two_classes():
+    from bench.class_bench import ClassRun, format_classes, summarize
+    from bench.starts_beside import cost_per_start
+
+    plain = ClassRun(gpus=["0"], in_flight=3, hand_ins=12, graded=12, wall_seconds=120.0, gradings=[25.0] * 12,
+                     phases={})
+    beside = ClassRun(gpus=["0"], in_flight=3, hand_ins=12, graded=12, wall_seconds=150.0, gradings=[30.0] * 12,
+                      phases={}, beside={"rate": 2.0, "started": 300, "failed": 0, "skipped": 0})
+    # 10 s a hand-in alone, 12.5 s with 25 processes more each: 0.1 s a process.
+    assert cost_per_start(plain, beside) == pytest.approx(0.1)
+    text = format_classes([plain, beside])
+    assert "2 CUDA processes a second started beside it: 300 started, 0 failed" in text
+    assert text.splitlines()[-1].startswith("each CUDA process started beside the class cost it 100 ms")
+    assert summarize([plain, beside])["cost_per_start_s"] == pytest.approx(0.1)
+    failed = ClassRun(**{**vars(beside), "beside": {"rate": 2.0, "started": 5, "failed": 5, "skipped": 0}})
+    assert cost_per_start(plain, failed) is None and "cost it" not in format_classes([plain, failed])
+
+
+def test_starts_beside_are_asked_for_with_a_class_on_a_gpu(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "grader"), "CUDA_VISIBLE_DEVICES": ""}
+    alone = subprocess.run([sys.executable, "-m", "bench", "--root", str(ROOT), "--out", str(tmp_path),
+                            "--starts-beside", "2"], env=env, capture_output=True, text=True)
+    assert alone.returncode == 2 and "give --class N" in alone.stderr
+    zero = subprocess.run([sys.executable, "-m", "bench", "--root", str(ROOT), "--out", str(tmp_path), "--class", "2",
+                           "--starts-beside", "0"], env=env, capture_output=True, text=True)
+    assert zero.returncode == 2 and "--starts-beside" in zero.stderr and "Traceback" not in zero.stderr
+
+
+def test_processes_started_beside_a_class_hold_the_gpu_shared_and_wait_for_a_timed_part(tmp_path):
+    import threading
+    import time
+
+    from conftest import built_tree
+    from bench.starts_beside import MOST_AT_ONCE, StartsBeside
+    from tilelab.system.gpu_lock import GpuLock
+
+    build = built_tree("reference/naive")
+    lock = GpuLock()
+    timed = lock.exclusive()
+    timed.__enter__()  # a timed part holds the GPU alone
+    beside = StartsBeside(ROOT, build, tmp_path, "0", 20.0, lock=lock)
+    with beside:
+        time.sleep(0.6)
+        assert beside.started == 0  # every start waits to share the GPU
+        assert beside.skipped > 0  # and no more than MOST_AT_ONCE wait at once
+        timed.__exit__(None, None, None)
+        time.sleep(0.6)
+    assert beside.started >= MOST_AT_ONCE  # those that waited, then more
+    got = threading.Event()
+    threading.Thread(target=lambda: (lock.exclusive().__enter__(), got.set()), daemon=True).start()
+    assert got.wait(5), "every start gave the GPU's lock back"
+    figures = beside.figures()
+    assert figures["rate"] == 20.0 and figures["started"] == beside.started
+    assert 0 <= figures["failed"] <= figures["started"]  # without a GPU each run fails, with one none should
+
+
+def test_starts_beside_need_a_gpu(tmp_path):
+    from bench.class_bench import run_classes
+    from tilelab.errors import TilelabError
+
+    with pytest.raises(TilelabError, match="--starts-beside starts CUDA processes beside a class on a GPU"):
+        run_classes(ROOT, ROOT / "build", tmp_path, 1, [], None, print, starts_beside=2.0)
+    assert not any(tmp_path.iterdir())
