@@ -89,8 +89,11 @@ def write_cases(
     gate: Optional[Path] = None,
     counter_availability: Optional[str] = None,
     output: bool = True,
+    seeds: Optional[list] = None,
 ) -> Path:
     """Writes a case file for `entries`, a list of (name in the file, Case).
+    `seeds`: each entry's input seed, where the entries come from case files
+    of their own (default: case_seed(seed, i) for the i-th).
     The harness refuses a case file for another part than its own; one that
     runs the part's cases under another name (the cuBLAS baseline) is named
     by `harness_id`. With `profile`, the last case also reads the hardware
@@ -105,8 +108,9 @@ def write_cases(
     `output`, cases without timing write no product (case_entry)."""
     workdir.mkdir(parents=True, exist_ok=True)
     budgets = give_up_ms or {}
-    cases = [case_entry(name, case, part, case_seed(seed, i), workdir, timing, budgets.get(name), output)
-             for i, (name, case) in enumerate(entries)]
+    seeds = seeds if seeds is not None else [case_seed(seed, i) for i in range(len(entries))]
+    cases = [case_entry(name, case, part, input_seed, workdir, timing, budgets.get(name), output)
+             for (name, case), input_seed in zip(entries, seeds)]
     if profile and cases:
         cases[-1]["profile"] = traffic.profile_entry(profile_shared_memory)
     doc = {"version": 1, "part": harness_id or part.id, "result": str(workdir / "result.json"),
