@@ -4,6 +4,10 @@ shown of them."""
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from ...spec.assignment import Part
@@ -12,7 +16,7 @@ from ..context import Grading, PartState, private_name
 from ..diagnose import case_hints
 from ..launch_checks import launch_rows
 from ..model import CaseResult, ElementError
-from ..runner import may_be_disturbed, run_harness, verify, write_cases
+from ..runner import HarnessRun, case_seed, may_be_disturbed, run_harness, verify, write_cases
 
 
 def _harness_failure(run) -> Optional[str]:
@@ -85,55 +89,133 @@ def _staff_log(g: Grading, name: str, run) -> None:
 
 
 def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
-    """Public and hidden cases run in separate processes: what a part prints
-    while it runs hidden cases (it is called with their sizes) goes to staff
-    logs only. Hidden cases also get opaque names in their case file.
+    """The part's public and hidden cases. What a part prints while it runs
+    hidden cases (it is called with their sizes) goes to staff logs only;
+    hidden cases get opaque names in their case file.
+
+    Under the trusted harness both sets run in one launcher process, the
+    public cases first: a CUDA process fewer a part, and each costs a GPU's
+    gradings about as much as a tenth of a second of its time (measured:
+    docs/measurements.md, "A class on one GPU: what holds it near 420 an
+    hour"). Each set keeps its own inputs and its own time limit, the hidden
+    cases' from when the first of them begins (HiddenStart). A run that
+    ends before the hidden cases begin, other than by its time limit, is
+    followed by a run of the hidden cases alone, as a public run that ended
+    so was; and where the hidden cases began in the run a student is shown,
+    what the part printed is taken from a run of the public cases alone.
     Returns whether a run may have been disturbed by runs beside it."""
     limit = g.limits["correctness"]
-    reverse = s.case_file_names
-    cases, results, student_output, failure, seconds, printed = [], [], "", None, 0.0, 0
-    left, left_cpu_s = 0, 0.0  # processes the launcher started and never waited for (tilelab-contain)
-    disturbed = False
-    for set_name in g.sets:
-        entries = [(reverse.get(c.name, c.name), c) for c in s.part.cases[set_name]]
-        if not entries:
-            continue
-        case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{set_name}"),
-                                g.seed + (7 if set_name == "hidden" else 0))
-        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted)
-        disturbed = disturbed or may_be_disturbed(run)
-        _staff_log(g, f"{s.part.id}-{set_name}", run)
-        verdict = verify(g.tools.verify, case_file)
-        set_cases = _case_results(verdict, (set_name,), s.part, s.hidden_names)
-        _mark_stopped_case(set_cases, run, limit, exit_codes)
-        cases += set_cases
-        results.append(run.result or {})
-        failure = failure or _harness_failure(run)
-        seconds += run.seconds
-        printed += run.output_bytes
-        left, left_cpu_s = left + run.others, left_cpu_s + run.others_cpu_s
-        if set_name == "public":
-            student_output = _excerpt(run.output)
-        if failure == "timeout":
-            break  # a part that hangs would hang again: the other set is not run
-    ran = {c.name for c in cases}
-    s.result.cases = cases + [c for c in s.result.cases if c.name not in ran]
+    sets = tuple(name for name in g.sets if s.part.cases[name])
+    runs = []
+    if g.trusted is not None and sets == ("public", "hidden"):
+        runs.append(_run_sets(g, s, sets, limit, exit_codes, "cases"))
+        if not runs[0].hidden_began and _harness_failure(runs[0].run) != "timeout":
+            runs.append(_run_sets(g, s, ("hidden",), limit, exit_codes, "hidden"))
+    else:
+        for set_name in sets:
+            runs.append(_run_sets(g, s, (set_name,), limit, exit_codes, set_name))
+            if _harness_failure(runs[-1].run) == "timeout":
+                break  # a part that hangs would hang again: the other set is not run
+    cases: dict = {}
+    for r in runs:
+        cases.update((c.name, c) for c in r.cases)
+    s.result.cases = list(cases.values()) + [c for c in s.result.cases if c.name not in cases]
+    failure = next((f for f in map(_harness_failure, (r.run for r in runs)) if f), None)
+    results = [r.run.result or {} for r in runs]
     listed = [r.get("cases") if isinstance(r.get("cases"), list) else [] for r in results]
     s.harness_result = {"cases": [c for cases_of_run in listed for c in cases_of_run],
                         "first_cases": [run_cases[0].get("name") for run_cases in listed
                                         if run_cases and isinstance(run_cases[0], dict)],
                         "cuda_in_use_at_start": any(r.get("cuda_in_use_at_start") is True for r in results),
-                        "processes_left": left, "processes_left_cpu_ms": round(left_cpu_s * 1e3, 1)}
+                        "processes_left": sum(r.run.others for r in runs),
+                        "processes_left_cpu_ms": round(sum(r.run.others_cpu_s for r in runs) * 1e3, 1)}
     summary = _case_list_summary(s.result.cases)
     if failure == "timeout":
         summary = f"the part did not finish within {limit:.0f} s; {summary}"
     elif failure:
         summary = f"the harness was stopped ({failure}); {summary}"
+    printed = sum(r.run.output_bytes for r in runs)
     if printed > 10 * 1024 * 1024:
         summary += f"; the part printed {printed / 1e6:.0f} MB (only the start and end are kept)"
     g.progress(f"{s.part.id}: {summary}")
-    s.set("correctness", "passed" if s.cases_all_passed else "failed", summary,
-          student_output if not s.cases_all_passed else "", seconds,
+    seconds = sum(r.run.seconds for r in runs)
+    student_output = ""
+    if not s.cases_all_passed and "public" in sets:
+        shown = next((r for r in runs if not r.hidden_began), None)
+        if shown is None:  # its verdicts are the run's above; only what it prints is read
+            shown = _run_sets(g, s, ("public",), limit, exit_codes, "public")
+            seconds += shown.run.seconds
+        student_output = _excerpt(shown.run.output)
+    s.set("correctness", "passed" if s.cases_all_passed else "failed", summary, student_output, seconds,
           case_hints(s.result.cases, tiled=s.part.shared_memory != "any"))
     s.result.launches = launch_rows(results[0] if results else {})
-    return disturbed
+    return any(may_be_disturbed(r.run) for r in runs)
+
+
+@dataclass
+class _SetsRun:
+    sets: tuple  # the case sets it ran, in order
+    run: HarnessRun
+    cases: list  # CaseResult of the cases it ran or stopped in (all of them where it began its hidden ones)
+    hidden_began: bool
+
+
+def _run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: dict, label: str) -> _SetsRun:
+    """One harness run of the part's cases of `sets`, each set with the inputs
+    a run of its own gives it; its staff log is `<part>-<label>`."""
+    reverse = s.case_file_names
+    entries, seeds = [], []
+    for set_name in sets:
+        set_seed = g.seed + (7 if set_name == "hidden" else 0)
+        for i, c in enumerate(s.part.cases[set_name]):
+            entries.append((reverse.get(c.name, c.name), c))
+            seeds.append(case_seed(set_seed, i))
+    case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{label}"), g.seed, seeds=seeds)
+    hidden = {reverse.get(c.name, c.name) for c in s.part.cases["hidden"]} if "hidden" in sets else set()
+    watch = HiddenStart(case_file.parent / "result.json", hidden) if len(sets) > 1 and hidden else None
+    run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=watch)
+    _staff_log(g, f"{s.part.id}-{label}", run)
+    verdict = verify(g.tools.verify, case_file)
+    cases = _case_results(verdict, sets, s.part, s.hidden_names)
+    _mark_stopped_case(cases, run, limit, exit_codes)
+    began = sets == ("hidden",) or (bool(hidden) and hidden_began(run.result, hidden))
+    if not began:  # as a run of the public cases alone: the hidden ones are still to run, not stopped before
+        cases = [c for c in cases if c.set != "hidden"]
+    return _SetsRun(sets, run, cases, began)
+
+
+def hidden_began(result, hidden: set) -> bool:
+    """Whether a harness result (written as each case begins) shows a case
+    named in `hidden` begun."""
+    if not isinstance(result, dict):
+        return False
+    listed = result.get("cases")
+    names = [c.get("name") for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+    current = result.get("current_case")
+    return any(isinstance(n, str) and n in hidden for n in [current, *names])
+
+
+class HiddenStart:
+    """A run's `paused` (process.run) where the public cases run before the
+    hidden ones: from when the first hidden case has begun, the time the run
+    took until then, so that the hidden cases have the whole time limit from
+    their start, as in a run of their own. Read from the result file, which
+    the trusted harness writes as each case begins."""
+
+    def __init__(self, result: Path, hidden: set) -> None:
+        self._result, self._hidden = result, hidden
+        self._start = time.monotonic()
+        self._seen: Optional[tuple] = None  # the file's (mtime, size) when last read
+        self._after: Optional[float] = None
+
+    def __call__(self) -> float:
+        if self._after is None:
+            try:
+                seen = self._result.stat()
+                if (seen.st_mtime_ns, seen.st_size) != self._seen:
+                    self._seen = (seen.st_mtime_ns, seen.st_size)
+                    if hidden_began(json.loads(self._result.read_text()), self._hidden):
+                        self._after = time.monotonic() - self._start
+            except (OSError, ValueError, UnicodeDecodeError):
+                pass  # not written yet, or being written: looked at again
+        return self._after or 0.0
