@@ -145,8 +145,8 @@ def _parse_cases(raw: Any, where: str, signature: str) -> dict:
         names = {}
         for i, entry in enumerate(entries):
             case = parse_case(entry, f"{where}.{set_name}[{i}]", signature)
-            # Each set runs in its own harness run; public and hidden cases are
-            # also reported side by side, so they share one namespace.
+            # Public and hidden cases run in one harness run and are reported
+            # side by side, so they share one namespace.
             seen = graded_names if set_name in GRADED_SETS else names
             if case.name in seen:
                 fail(f"{where}.{set_name}[{i}]", f"case {case.name} is already listed in {seen[case.name]}")
