@@ -213,9 +213,10 @@ class HiddenStart:
             try:
                 seen = self._result.stat()
                 if (seen.st_mtime_ns, seen.st_size) != self._seen:
+                    began = hidden_began(json.loads(self._result.read_text()), self._hidden)
                     self._seen = (seen.st_mtime_ns, seen.st_size)
-                    if hidden_began(json.loads(self._result.read_text()), self._hidden):
+                    if began:
                         self._after = time.monotonic() - self._start
             except (OSError, ValueError, UnicodeDecodeError):
-                pass  # not written yet, or being written: looked at again
+                pass  # not written yet (it is replaced whole, by a rename): looked at again
         return self._after or 0.0
