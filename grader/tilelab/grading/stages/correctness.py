@@ -156,7 +156,7 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
 class _SetsRun:
     sets: tuple  # the case sets it ran, in order
     run: HarnessRun
-    cases: list  # CaseResult of the cases it ran or stopped in (all of them where it began its hidden ones)
+    cases: list  # CaseResult of its cases; of the public ones only where it never began its hidden ones
     hidden_began: bool
 
 
