@@ -279,7 +279,7 @@ def format_classes(runs: list) -> str:
     if ratio is not None:
         lines.append(f"{len(runs[1].gpus)} GPUs grade {ratio:.2f} x one GPU "
                      f"({ratio / len(runs[1].gpus):.2f} of one GPU's rate per GPU)")
-    each = cost_per_start(runs[0], runs[1]) if len(runs) > 1 and runs[1].beside else None
+    each = _cost_of_a_start(runs)
     if each is not None:
         lines.append(f"each CUDA process started beside the class cost it {1e3 * each:.0f} ms of its GPU (a hand-in "
                      f"{runs[0].cost:.2f} s alone, {runs[1].cost:.2f} s with "
@@ -294,6 +294,11 @@ def ratio_to_one_gpu(runs: list) -> Optional[float]:
     return None
 
 
+def _cost_of_a_start(runs: list) -> Optional[float]:
+    """cost_per_start of run_classes' two runs with --starts-beside; None for any other runs."""
+    return cost_per_start(runs[0], runs[1]) if len(runs) > 1 and runs[1].beside else None
+
+
 def summarize(runs: list) -> dict:
     found = {"runs": [r.to_dict() for r in runs]}
     ratio = ratio_to_one_gpu(runs)
@@ -301,7 +306,7 @@ def summarize(runs: list) -> dict:
         found["ratio_to_one_gpu"] = round(ratio, 3)
     if any(set(r.without) & set(LEFT_OUT) for r in runs):
         found["stage_costs"] = stage_costs(runs)
-    each = cost_per_start(runs[0], runs[1]) if len(runs) > 1 and runs[1].beside else None
+    each = _cost_of_a_start(runs)
     if each is not None:
         found["cost_per_start_s"] = round(each, 4)
     return found

@@ -60,10 +60,14 @@ def run_starts(root: Path, build: Path, out: Path, count: int, gpus: list, round
     return found
 
 
+def run_env(gpu: str) -> dict:
+    """The environment of a run started on `gpu`: one work queue, as a grading's runs have."""
+    return {**os.environ, **ONE_WORK_QUEUE, "CUDA_VISIBLE_DEVICES": gpu}
+
+
 def _at_once(binary: Path, files: list, gpus: list) -> float:
-    env = {**os.environ, **ONE_WORK_QUEUE}
     clock = time.monotonic()
-    runs = [subprocess.Popen([str(binary), str(f)], env={**env, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]},
+    runs = [subprocess.Popen([str(binary), str(f)], env=run_env(gpus[i % len(gpus)]),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             for i, f in enumerate(files)]
     failed = []

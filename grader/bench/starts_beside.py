@@ -13,21 +13,19 @@ class that does not slow is held by something else.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Optional
 
-from tilelab.grading.runner import ONE_WORK_QUEUE
 from tilelab.system.gpu_lock import GpuLock
 
 from .grading_bench import smallest_run
+from .starts_bench import LIMIT_S, run_env
 
 # At most this many at once: a rate the GPU's lock holds back is not made up later by a crowd.
 MOST_AT_ONCE = 8
-LIMIT_S = 120  # a run that starts, makes its context and ends takes well under a second alone
 
 
 class StartsBeside:
@@ -78,12 +76,11 @@ class StartsBeside:
             self._stop.wait(max(0.0, due - time.monotonic()))
 
     def _one(self, case_file: Path) -> None:
-        env = {**os.environ, **ONE_WORK_QUEUE, "CUDA_VISIBLE_DEVICES": self._gpu}
-        ok = False
         try:
             with self._lock.shared():
-                done = subprocess.run([str(self.binary), str(case_file)], env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, timeout=LIMIT_S, check=False)
+                done = subprocess.run([str(self.binary), str(case_file)], env=run_env(self._gpu),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=LIMIT_S,
+                                      check=False)
             ok = done.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False

@@ -154,7 +154,6 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
 
 @dataclass
 class _SetsRun:
-    sets: tuple  # the case sets it ran, in order
     run: HarnessRun
     cases: list  # CaseResult of its cases; of the public ones only where it never began its hidden ones
     hidden_began: bool
@@ -181,7 +180,7 @@ def _run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: d
     began = sets == ("hidden",) or (bool(hidden) and hidden_began(run.result, hidden))
     if not began:  # as a run of the public cases alone: the hidden ones are still to run, not stopped before
         cases = [c for c in cases if c.set != "hidden"]
-    return _SetsRun(sets, run, cases, began)
+    return _SetsRun(run, cases, began)
 
 
 def hidden_began(result, hidden: set) -> bool:
