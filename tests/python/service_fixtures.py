@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,10 +33,20 @@ def tilelab(*args, **kwargs) -> subprocess.CompletedProcess:
 
 
 def start(*args) -> subprocess.Popen:
+    """A service process whose output goes to a file: a pipe nobody reads
+    until the end fills up, and the process then hangs in its next write."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "grader")}
-    return subprocess.Popen([sys.executable, "-m", "tilelab.cli", "--root", str(ROOT), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    log = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen([sys.executable, "-m", "tilelab.cli", "--root", str(ROOT), *args],
+                               stdout=log, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    process.log = log
+    return process
+
+
+def output(process: subprocess.Popen) -> str:
+    """What a process from `start` has written so far."""
+    process.log.seek(0)
+    return process.log.read()
 
 
 def stop(process: subprocess.Popen, sig=signal.SIGINT) -> str:
@@ -46,7 +57,7 @@ def stop(process: subprocess.Popen, sig=signal.SIGINT) -> str:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    return process.stdout.read() if process.stdout else ""
+    return output(process)
 
 
 def free_port() -> int:

