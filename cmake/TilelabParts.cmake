@@ -47,6 +47,10 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
   else()
     add_library(${target}_object OBJECT "${SOURCE}")
     target_include_directories(${target}_object PRIVATE "${PROJECT_SOURCE_DIR}/include")
+    # In C++17 libstdc++'s <cmath>, which nvcc includes in every file, declares the special math
+    # functions (std::riemann_zeta and kin): a third of what nvcc parses for a part, and no kernel
+    # can call them. Their header's include guard, set beforehand, leaves them out.
+    target_compile_definitions(${target}_object PRIVATE _GLIBCXX_BITS_SPECFUN_H)
     file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/${SET}/${PART}.objects" CONTENT "$<TARGET_OBJECTS:${target}_object>\n")
     target_link_libraries(${target} PRIVATE ${target}_object)
   endif()

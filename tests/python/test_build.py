@@ -4,7 +4,9 @@ give them."""
 
 import json
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,27 @@ def test_each_part_is_built_with_the_commands_of_its_starter(root):
     # A tree named by a relative path gives the same commands: they run from the hand-in's own folder.
     relative = load_recipes(Path(os.path.relpath(build_dir())), list(assignment.parts))
     assert relative["naive"] == naive
+
+
+def test_a_part_compiles_without_libstdcxxs_special_math_functions(root, tmp_path):
+    """Their templates were a third of what nvcc parsed for a part; the part's
+    compile leaves them out (cmake/TilelabParts.cmake), and the rest of the
+    standard library, <cmath> and <random> among it, stays."""
+    assignment = load_assignment(root / "assignment.yaml")
+    naive = load_recipes(build_dir(), list(assignment.parts))["naive"].for_device("9.0")
+    source = tmp_path / "naive.cu"
+    source.write_text((root / "solutions/naive.cu").read_text() + "\n#include <random>\n#include <cmath>\n"
+                      "double host_noise() { std::mt19937 g(1); return std::lgamma(3.0) + std::normal_distribution<>()(g); }\n")
+    argv = naive.compile_command(source, tmp_path / "naive.ii")
+    argv[argv.index("-c")] = "-E"
+    preprocessed = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert preprocessed.returncode == 0, preprocessed.stderr
+    text = (tmp_path / "naive.ii").read_text()
+    read = set(re.findall(r'^# \d+ "([^"]+)"', text, re.M))
+    assert any(f.endswith("/cmath") for f in read) and any(f.endswith("/random") for f in read)
+    assert "lgamma" in text and "riemann_zeta" not in text
+    compiled = subprocess.run(naive.compile_command(source, tmp_path / "naive.o"), capture_output=True, text=True)
+    assert compiled.returncode == 0 and (tmp_path / "naive.o").is_file(), compiled.stderr
 
 
 # How a tree configured without a GPU (CI, the autograder's TILELAB_PORTABLE
