@@ -4,7 +4,9 @@ through the grading service's whole path, as a course runs it on one host:
 and N complete, distinct hand-ins (handins.py) submitted over HTTP in mode
 grade, all at once or at a set rate. It prints hand-ins an hour, per GPU,
 submit-to-result p50 and p95, and, with --compare, the same on one GPU
-first and the ratio of all GPUs to it. A benchmark: it asserts no time.
+first and the ratio of all GPUs to it. With --for it stops that many seconds
+after the first submission, submitted or not, graded or not, and counts what
+was still waiting. A benchmark: it asserts no time.
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ POLL_S = 1.0
 
 
 def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_flight: Optional[int],
-                 rate_per_min: Optional[float], log, counters: str = "inline") -> dict:
+                 rate_per_min: Optional[float], log, counters: str = "inline",
+                 limit_s: Optional[float] = None) -> dict:
     """One service on `gpus`, `count` hand-ins submitted; what it took.
     `counters`: the workers' (tilelab worker --counters); "later" waits
-    for the counters after the last result too."""
+    for the counters after the last result too. `limit_s`: stop submitting
+    and waiting that long after the first submission."""
     names = [p.file for p in load_assignment(root / "assignment.yaml").parts] + [ANSWERS_FILE]
     folders = distinct_hand_ins(root, count, out / f"class-{len(gpus)}gpu", f"service-{time.time_ns()}")
     logs = out / f"logs-{len(gpus)}gpu"
@@ -54,22 +58,32 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
         log(f"bench-service: {len(workers)} worker(s) ready; submitting {count} hand-ins "
             + (f"at {rate_per_min:g} a minute" if rate_per_min else "all at once"))
         sent, started = {}, time.monotonic()
+        ends = started + (limit_s if limit_s else 3 * 3600)
         with MachineLoad() as load:
             for i, folder in enumerate(folders):
                 if rate_per_min:
-                    time.sleep(max(0.0, started + i * 60.0 / rate_per_min - time.monotonic()))
+                    time.sleep(max(0.0, min(ends, started + i * 60.0 / rate_per_min) - time.monotonic()))
+                if time.monotonic() >= ends:
+                    break
                 found = service.submit(course, hand_in_files(folder, names), mode="grade", student=folder.name)
                 sent[found["id"]] = time.monotonic()
-            finished = wait_all(service, course, sent)
-            counters_s = wait_counters(service) - started if counters == "later" else None
+            finished = wait_all(service, course, sent, ends - time.monotonic())
+            counters_s = wait_counters(service) - started if counters == "later" and not limit_s else None
+            stopped = time.monotonic()
     finally:
         service.stop()
     turns = sorted(f.turnaround_s for f in finished.values() if f.state == "done")
+    waiting = sorted(stopped - at for sid, at in sent.items() if sid not in finished)
     wall = max((f.seen for f in finished.values()), default=started) - started
+    if waiting:
+        wall = stopped - started  # the rate is what was graded in the whole time measured
     per_hour = 3600.0 * len(turns) / wall if wall > 0 else 0.0
-    return {"gpus": gpus, "hand_ins": count, "graded": len(turns), "wall_s": round(wall, 1),
+    return {"gpus": gpus, "hand_ins": count, "submitted": len(sent), "graded": len(turns), "wall_s": round(wall, 1),
             "per_hour": round(per_hour, 1), "per_hour_per_gpu": round(per_hour / max(1, len(gpus)), 1),
             "p50_s": round(percentile(turns, 0.5), 1), "p95_s": round(percentile(turns, 0.95), 1),
+            # Those still waiting when the time was up count with their wait so far: a lower bound.
+            "still_waiting": len(waiting), "longest_wait_s": round(waiting[-1], 1) if waiting else None,
+            "p95_all_at_least_s": round(percentile(sorted(turns + waiting), 0.95), 1) if waiting else None,
             "not_done": sorted({f.state for f in finished.values() if f.state != "done"}),
             "rate_per_min": rate_per_min, "load": load.figures(), "counters": counters,
             "counters_read_s": round(counters_s, 1) if counters_s is not None else None}
@@ -90,7 +104,7 @@ class Finished:
     turnaround_s: float  # submit to result, by the service's own clock (its created_at and finished_at)
 
 
-def wait_all(service: LocalService, token: str, sent: dict, seconds: float = 3 * 3600) -> dict:
+def wait_all(service: LocalService, token: str, sent: dict, seconds: float) -> dict:
     """submission -> Finished, polling each in turn. The turnaround is the
     service's, not the poll's: at a set rate the polls start only once the
     last hand-in is sent, long after the first ones finished."""
@@ -115,10 +129,13 @@ def _seconds_between(submission: dict) -> float:
 
 def describe(run: dict) -> str:
     gpu_busy = ", ".join(f"GPU {i} {100 * b:.0f} %" for i, b in sorted(run["load"].get("gpu_busy", {}).items()))
+    waiting = (f"; after {run['wall_s']:.0f} s, {run['still_waiting']} of {run['submitted']} submitted still waited "
+               f"(the longest {run['longest_wait_s']:.0f} s): submit to result p95, counting them, at least "
+               f"{run['p95_all_at_least_s']:.0f} s" if run.get("still_waiting") else "")
     return (f"{len(run['gpus'])} GPU(s): {run['graded']} of {run['hand_ins']} graded in {run['wall_s']:.0f} s = "
             f"{run['per_hour']:,.0f} an hour, {run['per_hour_per_gpu']:,.0f} per GPU; submit to result p50 "
             f"{run['p50_s']:.0f} s, p95 {run['p95_s']:.0f} s; CPUs busy {100 * run['load'].get('cpu_busy', 0):.0f} %"
-            + (f"; {gpu_busy}" if gpu_busy else "") + (f"; not done: {run['not_done']}" if run["not_done"] else "")
+            + (f"; {gpu_busy}" if gpu_busy else "") + (f"; not done: {run['not_done']}" if run["not_done"] else "") + waiting
             + (f"; the counters left for later all read {run['counters_read_s']:.0f} s after the first submission"
                if run.get("counters_read_s") is not None else ""))
 
@@ -134,17 +151,20 @@ def describe(run: dict) -> str:
 @click.option("--compare", is_flag=True, help="First the same on one GPU, and the ratio of all GPUs to it.")
 @click.option("--counters", type=click.Choice(["inline", "later"]), default="inline", show_default=True,
               help="The workers' --counters: with later, also when the last counters were read.")
+@click.option("--for", "limit_s", type=click.FloatRange(min=1), default=None,
+              help="Stop this many seconds after the first submission; count what is still waiting then.")
 def main(root: Optional[str], build_dir: Optional[str], out_dir: Optional[str], count: int,
          rate_per_min: Optional[float], gpus: Optional[str], in_flight: Optional[int], compare: bool,
-         counters: str) -> None:
+         counters: str, limit_s: Optional[float]) -> None:
     root_path, build, out = built_tree(root, build_dir, out_dir, "bench-service")
     chosen = parse_gpus(gpus) if gpus is not None else (find_gpus() or [None])
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     runs = []
     if compare and len(chosen) > 1:
-        runs.append(run_deadline(root_path, build, out, count, chosen[:1], in_flight, rate_per_min, log, counters))
+        runs.append(run_deadline(root_path, build, out, count, chosen[:1], in_flight, rate_per_min, log, counters,
+                                 limit_s))
     runs.append(run_deadline(root_path, build, out, count * len(chosen), chosen, in_flight,
-                             rate_per_min * len(chosen) if rate_per_min else None, log, counters))
+                             rate_per_min * len(chosen) if rate_per_min else None, log, counters, limit_s))
     found = {"runs": runs}
     if len(runs) > 1 and runs[0]["per_hour"] > 0:
         found["ratio_to_one_gpu"] = round(runs[1]["per_hour"] / runs[0]["per_hour"], 3)
