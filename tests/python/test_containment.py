@@ -181,6 +181,19 @@ def test_a_run_stopped_from_outside_ends_whole(programs, sandbox, place):
     assert done.stopped == process.CANCELLED and running(programs["cpu_child"]) == []
 
 
+def test_no_run_can_dump_core(sandbox, place):
+    """A core dump of a CUDA process can be gigabytes: every run starts with
+    core dumps off, the hard limit too, so that it cannot turn them on again,
+    whether it runs in the sandbox, with a trusted program in front, or alone."""
+    work = Path(tempfile.mkdtemp(dir=place))
+    sandbox.own(work)
+    limits = ["sh", "-c", "ulimit -c; ulimit -H -c"]
+    for kind, kwargs in (("sandboxed", {"sandbox": sandbox}), ("outside", {"sandbox": sandbox, "outside": ["env"]}),
+                         ("alone", {})):
+        done = process.run(limits, 10, cwd=work, **kwargs)
+        assert done.exit_code == 0 and done.stdout.split() == ["0", "0"], (kind, done)
+
+
 def test_a_grader_does_not_take_a_sandbox_user_another_holds(tmp_path):
     base = sandbox_for_this_process()
     if not base.switches_user:

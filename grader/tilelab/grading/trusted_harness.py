@@ -151,11 +151,11 @@ class TrustedHarness:
             self._serial += 1
             socket = self._dir / f"s{self._serial}"
         log = open(self._log, "ab") if self._log is not None else subprocess.DEVNULL
+        process.no_core_dumps()
         try:
             proc = subprocess.Popen([str(self.tool), "--serve-jobs", str(socket)], stdin=subprocess.PIPE,
                                     stdout=log, stderr=log, start_new_session=True,
-                                    env={**os.environ, **ONE_WORK_QUEUE, **self._env},
-                                    preexec_fn=process.no_core_dumps)
+                                    env={**os.environ, **ONE_WORK_QUEUE, **self._env})
         except OSError:
             return None
         finally:

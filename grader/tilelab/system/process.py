@@ -144,9 +144,14 @@ def clip_lines(lines: list, head: int, tail: int = 0) -> list:
 
 
 def no_core_dumps() -> None:
-    # Runs in the child between fork and exec: core dumps of a CUDA process
-    # can be gigabytes. (A sandbox sets its limits, file size included, with prlimit.)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    """Core dumps off, hard limit too, for this process and so for every
+    process it starts: a core dump of a CUDA process can be gigabytes. Set
+    in the grader once rather than in each child between fork and exec: a
+    preexec_fn makes subprocess fork the whole threaded grader, which is
+    unsafe beside its threads and far slower than the vfork it uses
+    otherwise. (A sandbox sets its limits, file size included, with prlimit.)"""
+    if resource.getrlimit(resource.RLIMIT_CORE) != (0, 0):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _dir_bytes(path: Path) -> int:
@@ -275,6 +280,7 @@ def run(
         report = os.pipe()
         argv = [str(sandbox.contain), "--report-fd", str(report[1]), "--"] + argv
     argv = (BACKGROUND_PREFIX if background else []) + argv
+    no_core_dumps()
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -286,7 +292,6 @@ def run(
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=report[1:] if report else (),
-            preexec_fn=None if sandbox is not None and not outside else no_core_dumps,
         )
     except OSError as e:  # the program cannot be run at all: as a shell says it
         message = f"cannot run {argv[0]}: {e.strerror}\n"
