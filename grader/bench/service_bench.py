@@ -145,7 +145,7 @@ def describe(run: dict) -> str:
 @click.option("--hand-ins", "count", type=click.IntRange(min=1), default=12, show_default=True,
               help="Hand-ins per GPU.")
 @click.option("--rate", "rate_per_min", type=click.FloatRange(min=0.1), default=None,
-              help="Hand-ins a minute (default: all at once).")
+              help="Hand-ins a minute per GPU (default: all at once).")
 @click.option("--gpus", default=None, help="GPUs, one worker each, as for `tilelab batch` (default: all).")
 @click.option("--in-flight", type=click.IntRange(min=1), default=None, help="Per worker [default: 3].")
 @click.option("--compare", is_flag=True, help="First the same on one GPU, and the ratio of all GPUs to it.")
