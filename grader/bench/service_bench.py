@@ -74,9 +74,8 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
         service.stop()
     turns = sorted(f.turnaround_s for f in finished.values() if f.state == "done")
     waiting = sorted(stopped - at for sid, at in sent.items() if sid not in finished)
-    wall = max((f.seen for f in finished.values()), default=started) - started
-    if waiting:
-        wall = stopped - started  # the rate is what was graded in the whole time measured
+    # With hand-ins still waiting, the rate is what was graded in the whole time measured.
+    wall = (stopped if waiting else max((f.seen for f in finished.values()), default=started)) - started
     per_hour = 3600.0 * len(turns) / wall if wall > 0 else 0.0
     return {"gpus": gpus, "hand_ins": count, "submitted": len(sent), "graded": len(turns), "wall_s": round(wall, 1),
             "per_hour": round(per_hour, 1), "per_hour_per_gpu": round(per_hour / max(1, len(gpus)), 1),
