@@ -116,6 +116,53 @@ def test_watch_in_a_pipe_rechecks_each_save_names_the_changes_and_leaves_on_ctrl
         assert text.count("No CUDA device here: on each save the static checks and the build run") == 1
 
 
+def _services_of(pid: int) -> list:
+    """The trusted harness services (`tilelab-harness --serve-jobs`) that process `pid` started and that still run."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"--serve-jobs" in cmdline:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_watch_keeps_the_harness_services_from_one_save_to_the_next_and_ends_them_on_ctrl_c(tmp_path):
+    work = _student_folder(tmp_path)
+    proc = subprocess.Popen(_watch_command(work, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=_env(tmp_path), start_new_session=True)
+    out = _Output(lambda: proc.stdout.read1(65536))
+    try:
+        waiting = "waiting for a save"
+        out.wait_for(waiting)
+        first = _services_of(proc.pid)
+        assert first, "the check started no trusted harness service"
+        (work / "naive.cu").write_text((work / "naive.cu").read_text() + "\n// saved again\n")
+        out.wait_for(waiting, 2)
+        assert "took" in out.text.rsplit("checked at", 1)[1]  # checked again, not shown as unchanged
+        assert _services_of(proc.pid) == first
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(map(_running, first)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in first if _running(pid)]
+    assert not left, f"services still running after the watch ended: {left}"
+
+
 def test_watch_in_a_terminal_redraws_in_place_and_ctrl_c_leaves_cleanly(tmp_path):
     work = _student_folder(tmp_path)
     master, slave = pty.openpty()

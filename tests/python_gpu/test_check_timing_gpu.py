@@ -67,3 +67,32 @@ def test_a_check_built_for_a_capability_remembered_wrongly_is_built_again_for_th
     assert naive.stages["correctness"].status == "passed", naive.stages["correctness"].summary
     assert naive.stages["speed"].status == "passed", naive.stages["speed"].summary
     assert recall_capability(()) == real
+
+
+def test_checks_one_after_another_keep_the_harness_services_and_their_verdicts(build, device, cache, tmp_path,
+                                                                              monkeypatch):
+    # What `tilelab check --watch` does between saves: the second check runs through the same
+    # service processes as the first, is timed and judged as the first was, and the services end with the watch.
+    from tilelab.grading.trusted_harness import KeptServices
+    from tilelab.system.gpu_lock import visible_gpu_lock
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(cache))
+    kept = KeptServices(visible_gpu_lock())
+    options = GradeOptions.for_tree(ROOT, build, tmp_path / "out", parts=("naive",), questions=False, mode="check",
+                                    sanitizers=True)
+    try:
+        results, services = [], []
+        for _ in range(2):
+            results.append(grade(ROOT / "solutions", options, sandbox=Sandbox(), kept=kept))
+            trusted = kept.harness
+            services.append(sorted(s.proc.pid for s in trusted._all if s.alive()))
+        assert services[0] and services[0] == services[1], services
+        for result in results:
+            (naive,) = result.parts
+            assert [naive.stages[s].status for s in ("correctness", "sanitizers", "speed")] == ["passed"] * 3, \
+                {s: naive.stages[s].summary for s in naive.stages}
+            assert naive.speed.gflops > 0 and naive.traffic is not None
+        processes = list(trusted._all)
+    finally:
+        kept.close()
+    for s in processes:
+        s.proc.wait(timeout=10)  # closed: each ends once its input closes

@@ -26,7 +26,7 @@ from .answers_file import ANSWERS_FILE
 from .handin_files import Located, locate
 from .model import STAGES, CaseResult, PartResult, Stage
 from .options import GradeOptions
-from .trusted_harness import SERVICES, TrustedHarness
+from .trusted_harness import SERVICES, KeptServices, TrustedHarness
 
 
 def times_early(opt: GradeOptions, parts: list) -> bool:
@@ -76,6 +76,7 @@ class Grading:
     staff_notes: list = field(default_factory=list)
     located: Optional[Located] = None  # where the hand-in's files were found (handin_files.locate)
     held_user: Optional[HeldSandbox] = None  # the sandbox user this grading holds host-wide (_held_sandbox)
+    owns_trusted: bool = True  # False: `trusted` is kept for the next check (KeptServices), not closed here
 
     def misplaced_hints(self, name: str) -> list:
         """Where a file expected as `name` was found instead, when it was missing."""
@@ -104,7 +105,8 @@ class Grading:
             yield
 
     def close(self) -> None:
-        self.trusted.close()
+        if self.owns_trusted:
+            self.trusted.close()
         if self.sandbox.switches_user:
             shutil.rmtree(self.work, ignore_errors=True)
         if self.held_user is not None:
@@ -113,13 +115,14 @@ class Grading:
 
 def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandbox] = None,
                  gpu_lock: Optional[GpuLock] = None, progress: Optional[Callable[[str], None]] = None,
-                 while_timing: Optional[Callable[[], None]] = None) -> Grading:
+                 while_timing: Optional[Callable[[], None]] = None, kept: Optional[KeptServices] = None) -> Grading:
     """Everything a grading needs before its first stage: the assignment, the
     folder of the hand-in to grade (handin_files.locate: every command grades
     through here, so a hand-in wrapped in a folder is graded alike by all),
     the seed, the tools, the sandbox (default: _sandbox_for), a work folder
     student code may use, and the trusted harness, whose CUDA contexts start
-    in the background while the parts are checked and built."""
+    in the background while the parts are checked and built. `kept`: the
+    services (and GPU lock) of a watch, used where they fit and left running."""
     clock = PhaseClock(time.monotonic())
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     assignment = load_assignment(opt.root / ASSIGNMENT_FILE)
@@ -144,18 +147,23 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
         if held is not None:
             held.release()
         raise
-    gpu_lock = gpu_lock or visible_gpu_lock()
+    gpu_lock = gpu_lock or (kept.gpu_lock if kept is not None else visible_gpu_lock())
     # A timing run that waits at its gate holds a service: one begun beside the cases needs one more per part.
     services = min(SERVICES, max(1, len(parts)) * (2 if times_early(opt, parts) else 1))
-    trusted = TrustedHarness(tools.harness, services=services,
-                             log=logs / "harness-service.log", env=sandbox.extra_env, gpu_shared=gpu_lock.shared)
+    trusted = kept.fitting(tools.harness, sandbox.extra_env, services) if kept is not None else None
+    if trusted is None:
+        trusted = TrustedHarness(tools.harness, services=services,
+                                 log=logs / "harness-service.log", env=sandbox.extra_env, gpu_shared=gpu_lock.shared)
+        if kept is not None:
+            kept.keep(trusted)
     if parts:
         threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
     return Grading(options=opt, assignment=assignment, submission=located.folder, parts=parts,
                    seed=opt.draw_seed(), tools=tools, sandbox=sandbox, work=work, logs=logs, trusted=trusted,
                    gpu_lock=gpu_lock, clock=clock, started=started,
                    progress=progress or (lambda message: None), while_timing=while_timing or (lambda: None),
-                   notes=list(located.notes), staff_notes=staff_notes, located=located, held_user=held)
+                   notes=list(located.notes), staff_notes=staff_notes, located=located, held_user=held,
+                   owns_trusted=kept is None)
 
 
 def _held_sandbox(base: Sandbox) -> tuple:

@@ -28,20 +28,22 @@ from .stages.cases import run_cases
 from .stages.device import GpuSide
 from .stages.finish import finish_parts, grade_questions
 from .stages.speed import time_parts, timing_begun
+from .trusted_harness import KeptServices
 
 
 def grade(submission: Path, options: GradeOptions, *, sandbox: Optional[Sandbox] = None,
           gpu_lock: Optional[GpuLock] = None, progress: Optional[Callable[[str], None]] = None,
-          while_timing: Optional[Callable[[], None]] = None) -> GradeResult:
+          while_timing: Optional[Callable[[], None]] = None, kept: Optional[KeptServices] = None) -> GradeResult:
     """Grades `submission` (a folder of part files and answers.yaml).
 
     sandbox: where student code runs (default: chosen for the options; context._sandbox_for).
     gpu_lock: shared with the gradings beside this one on the same GPU.
     progress: told each stage as it starts. while_timing: called as the
     speed stage starts, work for the grader's CPU while the GPU times parts.
+    kept: a watch's services, kept from one check to the next (trusted_harness.KeptServices).
     """
     g = open_grading(submission, options, sandbox=sandbox, gpu_lock=gpu_lock, progress=progress,
-                     while_timing=while_timing)
+                     while_timing=while_timing, kept=kept)
     try:
         return _stages(g)
     finally:

@@ -76,6 +76,11 @@ class TrustedHarness:
         self._cond = threading.Condition()
         self._closed = False
 
+    def serves(self, tool: Path, env: dict, runs: int) -> bool:
+        """Whether these services can be another grading's: the same tool, the
+        same GPU and user's environment, and room for `runs` at once."""
+        return not self._closed and self.tool == Path(tool) and self._env == env and self._most >= runs
+
     @property
     def at_once(self) -> Optional[int]:
         """How many runs may be in the trusted harness at once; None: any number (one-shot runs)."""
@@ -262,3 +267,38 @@ def _stop(service: _Service, gently: bool) -> None:
         pass
     service.proc.wait()
     _close_input(service)
+
+
+class KeptServices:
+    """Trusted-harness services kept from one check to the next by whoever
+    checks one hand-in after another (`tilelab check --watch`): their CUDA
+    contexts are made once, not once a save, and a grading that finds them
+    (context.open_grading) uses them and leaves them running. A grading whose
+    tool, environment or number of runs at once they do not fit makes new
+    ones, which are kept instead. The services run no student code; one that
+    a run took down is started again when a run needs it. Close it when done."""
+
+    def __init__(self, gpu_lock) -> None:
+        self.gpu_lock = gpu_lock  # the GpuLock every kept grading and its services share
+        self._trusted: Optional[TrustedHarness] = None
+
+    @property
+    def harness(self) -> Optional[TrustedHarness]:
+        """The services kept now, if any."""
+        return self._trusted
+
+    def fitting(self, tool: Path, env: dict, runs: int) -> Optional[TrustedHarness]:
+        """The kept services where they fit such a grading, else None."""
+        kept = self._trusted
+        return kept if kept is not None and kept.serves(tool, env, runs) else None
+
+    def keep(self, trusted: TrustedHarness) -> None:
+        """Keeps `trusted` from now on, ending the services kept before."""
+        if self._trusted is not None and self._trusted is not trusted:
+            self._trusted.close()
+        self._trusted = trusted
+
+    def close(self) -> None:
+        if self._trusted is not None:
+            self._trusted.close()
+            self._trusted = None

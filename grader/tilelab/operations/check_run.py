@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rich.console import Console
 
@@ -26,6 +26,9 @@ from ..outputs.check_view import check_passed, print_check
 from ..outputs.rendering import REPORT_FILES
 from ..system.atomic import write_atomically
 from . import check_cache
+
+if TYPE_CHECKING:
+    from ..grading.trusted_harness import KeptServices
 
 EXIT_PASSED, EXIT_TO_FIX = 0, 1
 GRADE_JSON = "grade.json"
@@ -57,13 +60,14 @@ def process_age() -> Optional[float]:
 
 def run_check(submission: Path, options: GradeOptions, *, again: bool = False, report: bool = False,
               warm_up: Callable[[], None] = lambda: None, progress: Optional[Callable[[str], None]] = None,
-              startup: Optional[float] = None) -> CheckOutcome:
+              startup: Optional[float] = None, kept_services: Optional[KeptServices] = None) -> CheckOutcome:
     """Checks `submission`: the kept result when its key was kept (unless
     `again`), else a grading, kept for next time. Writes grade.json into
     options.out_dir, and report.md and report.html when `report` (else
     removes those of an earlier check, which would not match this one).
     `warm_up` runs only before a grading: an unchanged check starts nothing.
-    `startup`: the seconds before this call, for the breakdown."""
+    `startup`: the seconds before this call, for the breakdown; `kept_services`: a
+    watch's trusted-harness services, kept from one check to the next."""
     # Imported before any clock starts: what a grading needs, and what writes the reports.
     from ..grading import pipeline  # noqa: F401
     from ..outputs.report import write_reports
@@ -85,7 +89,7 @@ def run_check(submission: Path, options: GradeOptions, *, again: bool = False, r
         warm_up()
         started = time.monotonic()
         result = run_grading(submission, options, Outputs(reports=("student",) if report else (), results=None,
-                                                          detailed=False), progress=progress).result
+                                                          detailed=False), progress=progress, kept=kept_services).result
         wall = time.monotonic() - started
         # run_grading writes the reports after the grading itself (result.seconds).
         figures["grading"] = round(result.seconds if report else wall, 3)

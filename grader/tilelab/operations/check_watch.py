@@ -9,6 +9,8 @@ the same for SETTLE_S; a save during a check is checked after it.
 The process stays up between saves, so each check skips Python's start and
 the grader's imports; the build tree and its kept parts are reused, and a
 save that changed no byte shows the kept result at once (check_cache.py).
+The trusted harness's services, and their CUDA contexts, are kept from one
+save to the next (trusted_harness.KeptServices) and end with the watch.
 In a terminal the table is redrawn in place (rich's Live); elsewhere (a
 pipe, a log) each check's table is printed after the last. Each check
 names the verdicts that changed since the one before. Ctrl-C ends the
@@ -30,9 +32,11 @@ from rich.text import Text
 from ..grading.answers_file import ANSWERS_FILE
 from ..grading.handin_files import locate
 from ..grading.options import GradeOptions
+from ..grading.trusted_harness import KeptServices
 from ..outputs.check_changes import changes_line
 from ..outputs.check_view import WHERE_TO_RUN
 from ..spec.assignment import load_assignment
+from ..system.gpu_lock import visible_gpu_lock
 from ..system.paths import ASSIGNMENT_FILE
 from .check_run import CheckOutcome, run_check, show
 
@@ -153,6 +157,7 @@ def watch_checks(submission: Path, options: GradeOptions, *, again: bool = False
                           f"save; Ctrl-C stops){reports}", verbose)
     before = None
     told_no_gpu = False
+    kept = KeptServices(visible_gpu_lock())
     view.start()
     try:
         seen = signature(files)
@@ -160,7 +165,7 @@ def watch_checks(submission: Path, options: GradeOptions, *, again: bool = False
             view.say(f"checking {names} ...")
             clock = time.monotonic()
             outcome = run_check(submission, options, again=again, report=report, warm_up=warm_up,
-                                progress=lambda m: view.say(f"checking {names}: {m}"))
+                                progress=lambda m: view.say(f"checking {names}: {m}"), kept_services=kept)
             again = False  # --again: the first check only; later ones are of new bytes, or shown as unchanged
             note = ""
             if outcome.result.gpu is None and outcome.result.parts and not told_no_gpu:
@@ -180,3 +185,4 @@ def watch_checks(submission: Path, options: GradeOptions, *, again: bool = False
         return 0
     finally:
         view.stop()
+        kept.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..grading.answers import problem_lines
 from ..grading.model import NO_DEVICE_NOTE, GradeResult
@@ -25,6 +25,9 @@ from ..system.gpu_lock import GpuLock
 from ..system.atomic import read_json
 from ..system.paths import ASSIGNMENT_FILE
 from ..system.sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from ..grading.trusted_harness import KeptServices
 
 EXIT_GRADED = 0
 EXIT_GRADER_ERROR = 2
@@ -62,14 +65,16 @@ class Outcome:
 
 def run_grading(submission: Path, options: GradeOptions, outputs: Outputs = GRADE, *,
                 progress: Optional[Callable[[str], None]] = None, echo: Optional[Callable[[str], None]] = None,
-                sandbox: Optional[Sandbox] = None, gpu_lock: Optional[GpuLock] = None) -> Outcome:
+                sandbox: Optional[Sandbox] = None, gpu_lock: Optional[GpuLock] = None,
+                kept: Optional[KeptServices] = None) -> Outcome:
     """Grades `submission` and writes `outputs` into options.out_dir.
 
     Where outputs.results is set, a failure of the grader is written there
     (a visible "Autograder error" test and a hidden traceback; PrairieLearn's
     form: not gradable) and returned (EXIT_GRADER_ERROR); otherwise it is raised. `progress` is
     told each stage; `echo` (results only) gets the closing lines.
-    `sandbox` and `gpu_lock` are shared by gradings side by side (batch, selftest).
+    `sandbox` and `gpu_lock` are shared by gradings side by side (batch, selftest);
+    `kept`: a watch's services, kept from one check to the next.
     """
     from ..system.warmup import prepare_in_background
 
@@ -80,13 +85,13 @@ def run_grading(submission: Path, options: GradeOptions, outputs: Outputs = GRAD
     # being timed.
     warm_up = prepare_in_background if outputs.reports and gpu_lock is None else None
     if outputs.results is None:
-        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, warm_up)
+        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, warm_up, kept)
         return Outcome(EXIT_GRADED, result=result)
     error_results = prairielearn.error_results if outputs.results == "prairielearn" else gradescope.error_results
     results_path = out_dir / "results.json"
     echo = echo or print
     try:
-        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, warm_up)
+        result = _grade_and_write(submission, options, outputs, progress, sandbox, gpu_lock, warm_up, kept)
     except BaseException as exc:  # noqa: BLE001 - the results file must exist whatever went wrong
         write_results(error_results(traceback.format_exc()), results_path)
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -120,13 +125,13 @@ def closing_lines(result: GradeResult, results_format: Optional[str], report: Pa
 
 
 def _grade_and_write(submission: Path, options: GradeOptions, outputs: Outputs, progress, sandbox, gpu_lock,
-                     while_timing) -> GradeResult:
+                     while_timing, kept=None) -> GradeResult:
     from ..grading.pipeline import grade
 
     # Read first: a broken assignment.yaml is a grader failure, written as such where results are.
     assignment = load_assignment(options.root / ASSIGNMENT_FILE) if outputs.results else None
     result = grade(submission, options, sandbox=sandbox, gpu_lock=gpu_lock, progress=progress,
-                   while_timing=while_timing)
+                   while_timing=while_timing, kept=kept)
     _write(result, options.out_dir, outputs, assignment)
     return result
 
