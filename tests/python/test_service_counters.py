@@ -21,6 +21,7 @@ from service_fixtures import NAIVE, ROOT, database, service, start, stop  # noqa
 
 from tilelab.grading.counters_later import NO_GPU_LATER  # noqa: E402
 from tilelab.grading.stages.speed import COUNTERS_LATER  # noqa: E402
+from tilelab.operations.service.publication import ANSWERS_READ  # noqa: E402
 from tilelab.operations.service.queue import COUNTERS_PRIORITY, COUNTERS_QUEUE, COUNTERS_TASK, make_app  # noqa: E402
 from tilelab.operations.service.records import counters_to_come  # noqa: E402
 from tilelab.operations.service.worker import Worker, WorkerSettings  # noqa: E402
@@ -138,7 +139,8 @@ def test_counters_that_cannot_be_read_are_no_longer_promised(service, tmp_path, 
 
 def test_counters_of_a_stored_hand_in_that_fails_its_checksum_are_no_longer_promised(service, monkeypatch):
     """The stored hand-in no longer matches its checksum when the task runs: nothing of it is unpacked or run,
-    and the record says the counters could not be read, the score as it was, instead of waiting for them."""
+    and the record and the view before publication say the counters could not be read, the score as it was,
+    instead of waiting for them."""
     from tilelab.grading.counters_later import NOT_READ
 
     submission, score = _graded_and_left_for_later(service, "carol")
@@ -159,4 +161,14 @@ def test_counters_of_a_stored_hand_in_that_fails_its_checksum_are_no_longer_prom
     read = _naive(after)
     assert (read["counters_later"], read["traffic_note"]) == ("", NOT_READ)
     assert NOT_READ in report and COUNTERS_LATER not in report
-    assert new_score == score and kept == unpublished
+    assert new_score == score
+    # The view a student reads before publication is written again from the answers as read that it kept:
+    # it says the counters could not be read, and shows the answers, and nothing else, as before.
+    assert kept != unpublished and kept[ANSWERS_READ] == unpublished[ANSWERS_READ] is not None
+    assert NOT_READ in kept["report_md"] and COUNTERS_LATER not in kept["report_md"]
+    assert _questions(kept["report_md"]) == _questions(unpublished["report_md"]) != ""
+
+
+def _questions(report: str) -> str:
+    """The report's section on the answers."""
+    return report.partition("\n## Questions")[2].partition("\n## ")[0]

@@ -25,7 +25,7 @@ from typing import Optional
 
 from ...grading.answers import AnswersResult, grade_answers
 from ...grading.answers_file import ANSWERS_FILE
-from ...grading.model import GradeResult, PartResult
+from ...grading.model import GradeResult, PartResult, rebuilt
 from ...grading.scoring import case_points
 from ...outputs import gradescope, prairielearn
 from ...outputs.report import write_reports
@@ -39,10 +39,15 @@ NOTE = (f"This is your grading as it stands before the course staff publish the 
         f"results and your score are shown {WHEN}.")
 # The files a student reads until publication, by the results table's column names.
 FILES = ("report_md", "report_html", "results_json", "prairielearn")
+# Kept beside them, never served: the answers as read for form (no key), so that the files can be
+# written again without the hand-in (the counters read later of a hand-in that fails its checksum).
+ANSWERS_READ = "answers_read"
 
 
-def before_publication(result: GradeResult, hand_in: Path, assignment: Assignment) -> GradeResult:
-    """The grading as a student may read it before publication (see the module's note)."""
+def before_publication(result: GradeResult, answers_read: Optional[AnswersResult]) -> GradeResult:
+    """The grading as a student may read it before publication (see the
+    module's note); `answers_read`: the hand-in's answers as read_answers
+    reads them, where the grading has answers."""
     shown = copy.deepcopy(result)
     shown.published = False
     shown.seconds, shown.timings, shown.spans, shown.staff_notes = 0.0, {}, {}, []
@@ -50,7 +55,7 @@ def before_publication(result: GradeResult, hand_in: Path, assignment: Assignmen
     for part in shown.parts:
         _public_only(part)
     if shown.answers is not None:
-        shown.answers = _read_for_form(hand_in / ANSWERS_FILE, assignment)
+        shown.answers = answers_read
     return shown
 
 
@@ -72,20 +77,22 @@ def _public_only(part: PartResult) -> None:
         correctness.details = correctness.details if failed else ""
 
 
-def _read_for_form(path: Path, assignment: Assignment) -> AnswersResult:
-    """answers.yaml read as a check reads it: the answers without the key."""
-    answers = grade_answers(path, assignment.questions, None, not_graded_reason=ANSWERS_LATER, not_graded_tail=".")
+def read_answers(hand_in: Path, assignment: Assignment) -> AnswersResult:
+    """The hand-in's answers.yaml read as a check reads it: the answers without the key."""
+    answers = grade_answers(hand_in / ANSWERS_FILE, assignment.questions, None, not_graded_reason=ANSWERS_LATER,
+                            not_graded_tail=".")
     for question in answers.questions:
         question.max_score = 0.0  # what each is worth counts in the total, shown at publication
     return answers
 
 
-def unpublished_files(result: GradeResult, hand_in: Path, assignment: Assignment,
+def unpublished_files(result: GradeResult, answers_read: Optional[AnswersResult], assignment: Assignment,
                       plot_drawn: Optional[Path] = None) -> dict:
-    """The files a student reads until publication: FILES -> text.
-    `plot_drawn`: the grading's roofline.png, which publication changes
-    nothing of (speeds, traffic, ceilings): copied, not drawn again."""
-    shown = before_publication(result, hand_in, assignment)
+    """The files a student reads until publication: FILES -> text, and
+    ANSWERS_READ -> `answers_read` (read_answers) as a dict, to write them
+    again from. `plot_drawn`: the grading's roofline.png, which publication
+    changes nothing of (speeds, traffic, ceilings): copied, not drawn again."""
+    shown = before_publication(result, answers_read)
     with tempfile.TemporaryDirectory(prefix="tilelab-unpublished-") as tmp:
         written = write_reports(shown, Path(tmp), audience="student", plot_drawn=plot_drawn)
         return {
@@ -93,7 +100,14 @@ def unpublished_files(result: GradeResult, hand_in: Path, assignment: Assignment
             "report_html": written["html"].read_text(encoding="utf-8"),
             "results_json": visible_tests(json.dumps(gradescope.results_json(shown, assignment))),
             "prairielearn": json.dumps(prairielearn.results(shown, assignment, written.get("plot"))),
+            ANSWERS_READ: answers_read.to_dict() if answers_read is not None else None,
         }
+
+
+def kept_answers(unpublished: Optional[dict]) -> Optional[AnswersResult]:
+    """The answers as read that unpublished_files kept beside its files, None where there are none."""
+    kept = (unpublished or {}).get(ANSWERS_READ)
+    return rebuilt(AnswersResult, kept) if isinstance(kept, dict) else None
 
 
 HIDDEN_NOTE = (f"Some tests, and the total, are shown {WHEN} (the dashboard's Publish); the course staff see them "

@@ -46,7 +46,7 @@ from ..batch.scheduler import hold_slots, worker_slots
 from ..grading_run import (EXIT_GRADED, Outputs, counters_not_read, counters_pending, read_counters_later,
                            run_grading)
 from . import worker_health
-from .publication import unpublished_files
+from .publication import kept_answers, read_answers, unpublished_files
 from .queue import COUNTERS_PRIORITY, COUNTERS_QUEUE, COUNTERS_TASK, QUEUE, TASK, make_app
 from .worker_health import EnvironmentFault
 
@@ -336,12 +336,18 @@ class Worker:
         return GradeOptions.for_tree(self.settings.root, self.settings.build_dir, out, mode=mode, seed=seed,
                                      jobs=build_jobs_each(self.in_flight), answer_key=key, counters=counters)
 
-    def _files(self, result, out: Path, hand_in: Optional[Path], mode: str) -> dict:
-        """What a grading written in `out` records in tilelab_results (no view
-        before publication without the hand-in, whose answers it shows)."""
+    def _files(self, result, out: Path, hand_in: Optional[Path], mode: str, kept_view: Optional[dict] = None) -> dict:
+        """What a grading written in `out` records in tilelab_results. The
+        view before publication shows the hand-in's answers as read: from
+        `hand_in`, else from the view kept before (`kept_view`); where neither
+        has them it is not written again (None)."""
         from ...outputs import prairielearn
 
         plot = out / "roofline.png"
+        answers = None
+        if result.answers is not None:
+            answers = read_answers(hand_in, self.assignment) if hand_in is not None else kept_answers(kept_view)
+        view = mode == "grade" and (result.answers is None or answers is not None)
         files = {
             "score": result.score, "max_score": result.max_score,
             "gpu": (result.gpu or {}).get("name"),
@@ -350,9 +356,8 @@ class Worker:
             "report_md": (out / "report.md").read_text(), "report_html": (out / "report.html").read_text(),
             "plot_png": plot.read_bytes() if plot.exists() else None,
             "grade_json": (out / "grade.json").read_text(),
-            "unpublished": json.dumps(unpublished_files(result, hand_in, self.assignment,
-                                                        plot if plot.exists() else None))
-            if mode == "grade" and hand_in is not None else None,
+            "unpublished": json.dumps(unpublished_files(result, answers, self.assignment,
+                                                        plot if plot.exists() else None)) if view else None,
             "outcome": outcome_words(result),
             "counters_pending": counters_pending(out),
         }
@@ -372,18 +377,18 @@ class Worker:
         Where reading them fails, or the stored hand-in no longer matches its
         checksum, the files say they could not be read instead of promising
         them (grading_run.counters_not_read); the view a student reads before
-        publication, which needs the hand-in's answers, then stays as it was."""
+        publication is written again from the answers as read that it kept."""
         import psycopg
 
         url = self.settings.database_url
         with psycopg.connect(url) as conn:
             row = conn.execute(
-                "SELECT s.mode, s.seed, h.content, h.checksum, r.grade_json FROM tilelab_submissions s "
+                "SELECT s.mode, s.seed, h.content, h.checksum, r.grade_json, r.unpublished FROM tilelab_submissions s "
                 "JOIN tilelab_handins h ON h.digest = s.handin JOIN tilelab_results r ON r.submission = s.id "
                 "WHERE s.id = %s", (submission,)).fetchone()
         if row is None:
             return
-        mode, seed, content, checksum, grade_json = row
+        mode, seed, content, checksum, grade_json, kept_view = row
         damaged = hashlib.sha256(content).hexdigest() != checksum
         slot = None if damaged else self.slots.get()
         try:
@@ -408,7 +413,7 @@ class Worker:
                         log.exception("%s: its counters could not be read", submission)
                         counters_not_read(options, Outputs())
                 files = self._files(GradeResult.from_dict(json.loads((out / "grade.json").read_text())), out,
-                                    hand_in, mode)
+                                    hand_in, mode, kept_view)
             self._record("UPDATE tilelab_results SET results_json = %s, prairielearn = %s, report_md = %s, "
                          "report_html = %s, plot_png = %s, grade_json = %s, unpublished = COALESCE(%s, unpublished) "
                          "WHERE submission = %s",
