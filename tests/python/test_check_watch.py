@@ -84,11 +84,17 @@ class _Output:
         return self.text
 
 
-def test_watch_in_a_pipe_rechecks_each_save_names_the_changes_and_leaves_on_ctrl_c(tmp_path):
+def _watch_in_a_pipe(tmp_path: Path) -> tuple:
+    """A watch of a student's folder (_student_folder) started in a session of its own, printing to a pipe:
+    (the folder, the process, its _Output)."""
     work = _student_folder(tmp_path)
     proc = subprocess.Popen(_watch_command(work, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=_env(tmp_path), start_new_session=True)
-    out = _Output(lambda: proc.stdout.read1(65536))
+    return work, proc, _Output(lambda: proc.stdout.read1(65536))
+
+
+def test_watch_in_a_pipe_rechecks_each_save_names_the_changes_and_leaves_on_ctrl_c(tmp_path):
+    work, proc, out = _watch_in_a_pipe(tmp_path)
     try:
         waiting = "waiting for a save"
         out.wait_for(waiting)
@@ -138,10 +144,7 @@ def _running(pid: int) -> bool:
 
 
 def test_watch_keeps_the_harness_services_from_one_save_to_the_next_and_ends_them_on_ctrl_c(tmp_path):
-    work = _student_folder(tmp_path)
-    proc = subprocess.Popen(_watch_command(work, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=_env(tmp_path), start_new_session=True)
-    out = _Output(lambda: proc.stdout.read1(65536))
+    work, proc, out = _watch_in_a_pipe(tmp_path)
     try:
         waiting = "waiting for a save"
         out.wait_for(waiting)
