@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -141,6 +142,17 @@ class LocalService:
         except ServiceUnavailable as e:
             raise RuntimeError(str(e)) from None
 
+    def scores(self) -> dict:
+        """How many recorded gradings (mode grade) earned each score
+        (tally_scores): what shows that a benchmark's hand-ins were graded
+        whole, not failed early."""
+        import psycopg
+
+        with psycopg.connect((self.data / "database-url").read_text().strip()) as conn:
+            return tally_scores(conn.execute(
+                "SELECT r.score, r.max_score FROM tilelab_results r JOIN tilelab_submissions s "
+                "ON s.id = r.submission WHERE s.mode = 'grade'").fetchall())
+
     def counters_to_come(self) -> int:
         """Recorded gradings whose counters are still to be read (tilelab worker --counters later)."""
         import psycopg
@@ -149,6 +161,12 @@ class LocalService:
 
         with psycopg.connect((self.data / "database-url").read_text().strip()) as conn:
             return counters_to_come(conn)
+
+
+def tally_scores(rows) -> dict:
+    """"score / max" -> how many of (score, max) `rows` read so, most first."""
+    counted = Counter(f"{score:g} / {most:g}" for score, most in rows)
+    return dict(counted.most_common())
 
 
 def sandbox_processes_left(prefix: str = "tilelab-student") -> list:

@@ -70,6 +70,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             finished = wait_all(service, course, sent, ends - time.monotonic())
             counters_s = wait_counters(service) - started if counters == "later" and not limit_s else None
             stopped = time.monotonic()
+        scores = service.scores()
     finally:
         service.stop()
     turns = sorted(f.turnaround_s for f in finished.values() if f.state == "done")
@@ -83,7 +84,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             # Those still waiting when the time was up count with their wait so far: a lower bound.
             "still_waiting": len(waiting), "longest_wait_s": round(waiting[-1], 1) if waiting else None,
             "p95_all_at_least_s": round(percentile(sorted(turns + waiting), 0.95), 1) if waiting else None,
-            "not_done": sorted({f.state for f in finished.values() if f.state != "done"}),
+            "not_done": sorted({f.state for f in finished.values() if f.state != "done"}), "scores": scores,
             "rate_per_min": rate_per_min, "load": load.figures(), "counters": counters,
             "counters_read_s": round(counters_s, 1) if counters_s is not None else None}
 
@@ -135,6 +136,7 @@ def describe(run: dict) -> str:
             f"{run['per_hour']:,.0f} an hour, {run['per_hour_per_gpu']:,.0f} per GPU; submit to result p50 "
             f"{run['p50_s']:.0f} s, p95 {run['p95_s']:.0f} s; CPUs busy {100 * run['load'].get('cpu_busy', 0):.0f} %"
             + (f"; {gpu_busy}" if gpu_busy else "") + (f"; not done: {run['not_done']}" if run["not_done"] else "") + waiting
+            + (f"; scores: {', '.join(f'{n} x {s}' for s, n in run['scores'].items())}" if run.get("scores") else "")
             + (f"; the counters left for later all read {run['counters_read_s']:.0f} s after the first submission"
                if run.get("counters_read_s") is not None else ""))
 

@@ -4,6 +4,7 @@ result: at a set rate the polls begin only after the last hand-in is sent.
 A real gateway, PostgreSQL and CPU worker."""
 
 import datetime as dt
+import json
 import shutil
 import tempfile
 import time
@@ -42,6 +43,8 @@ def test_a_result_seen_late_counts_as_the_service_finished_it(tmp_path):
         record = service.wait(course, sid, 240)
         time.sleep(LATE_S)
         finished = wait_all(service, course, {sid: sent_at}, 60)
+        graded = json.loads(service.call("GET", f"/api/v1/submissions/{sid}/grade.json", course)[1])
+        scores = service.scores()
     finally:
         service.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -53,6 +56,8 @@ def test_a_result_seen_late_counts_as_the_service_finished_it(tmp_path):
         (_when(record["finished_at"]) - _when(record["created_at"])), abs=1e-3)
     # ...so it leaves out the wait before the benchmark looked.
     assert 0 < found.turnaround_s < found.seen - sent_at - LATE_S + 0.5
+    # The scores the benchmark reports are the gradings' own.
+    assert scores == {f"{graded['score']:g} / {graded['max_score']:g}": 1}, (scores, graded["score"])
 
 
 def _when(iso: str) -> float:
