@@ -43,7 +43,8 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
     """One service on `gpus`, `count` hand-ins submitted; what it took.
     `counters`: the workers' (tilelab worker --counters); "later" waits
     for the counters after the last result too. `limit_s`: stop submitting
-    and waiting that long after the first submission."""
+    and waiting that long after the first submission (and say how many
+    counters were still to come instead of waiting for them)."""
     names = [p.file for p in load_assignment(root / "assignment.yaml").parts] + [ANSWERS_FILE]
     folders = distinct_hand_ins(root, count, out / f"class-{len(gpus)}gpu", f"service-{time.time_ns()}")
     logs = out / f"logs-{len(gpus)}gpu"
@@ -71,6 +72,8 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             counters_s = wait_counters(service) - started if counters == "later" and not limit_s else None
             stopped = time.monotonic()
         scores = service.scores()
+        # A bounded run does not wait for the counters left for later: it says how many were still to come.
+        counters_left = service.counters_to_come() if counters == "later" and limit_s else None
     finally:
         service.stop()
     turns = sorted(f.turnaround_s for f in finished.values() if f.state == "done")
@@ -86,7 +89,8 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             "p95_all_at_least_s": round(percentile(sorted(turns + waiting), 0.95), 1) if waiting else None,
             "not_done": sorted({f.state for f in finished.values() if f.state != "done"}), "scores": scores,
             "rate_per_min": rate_per_min, "load": load.figures(), "counters": counters,
-            "counters_read_s": round(counters_s, 1) if counters_s is not None else None}
+            "counters_read_s": round(counters_s, 1) if counters_s is not None else None,
+            "counters_still_to_come": counters_left}
 
 
 def wait_counters(service: LocalService, seconds: float = 3600) -> float:
@@ -138,7 +142,9 @@ def describe(run: dict) -> str:
             + (f"; {gpu_busy}" if gpu_busy else "") + (f"; not done: {run['not_done']}" if run["not_done"] else "") + waiting
             + (f"; scores: {', '.join(f'{n} x {s}' for s, n in run['scores'].items())}" if run.get("scores") else "")
             + (f"; the counters left for later all read {run['counters_read_s']:.0f} s after the first submission"
-               if run.get("counters_read_s") is not None else ""))
+               if run.get("counters_read_s") is not None else "")
+            + (f"; {run['counters_still_to_come']} gradings' counters left for later were still to be read"
+               if run.get("counters_still_to_come") else ""))
 
 
 @click.command()

@@ -69,8 +69,10 @@ def test_a_bounded_run_stops_submitting_and_waiting_when_its_time_is_up(tmp_path
     second hand-in would go 20 s in, so a run of 5 s sends only the first,
     stops waiting for it, and counts it as still waiting, never lost."""
     log = []
-    run = run_deadline(ROOT, build_dir(), tmp_path, 2, [], None, 3.0, log.append, limit_s=5.0)
+    run = run_deadline(ROOT, build_dir(), tmp_path, 2, [], None, 3.0, log.append, counters="later", limit_s=5.0)
     assert (run["hand_ins"], run["submitted"], run["graded"], run["still_waiting"]) == (2, 1, 0, 1), run
+    # Nothing graded, so no counters to come and no score; a bounded run does not wait for counters.
+    assert (run["counters_still_to_come"], run["counters_read_s"], run["scores"]) == (0, None, {}), run
     assert run["wall_s"] >= 5.0 and 0 < run["longest_wait_s"] <= run["wall_s"], run
     assert run["p95_all_at_least_s"] == run["longest_wait_s"] and run["per_hour"] == 0, run
     assert "submitting 2 hand-ins at 3 a minute" in " ".join(log)
