@@ -164,7 +164,7 @@ class LocalService:
 
 
 def tally_scores(rows) -> dict:
-    """"score / max" -> how many of (score, max) `rows` read so, most first."""
+    """How many of the (score, max) `rows` read each "score / max", the most common first."""
     counted = Counter(f"{score:g} / {most:g}" for score, most in rows)
     return dict(counted.most_common())
 
