@@ -195,3 +195,22 @@ def test_a_parts_executable_runs_with_one_work_queue_and_only_timed_runs_in_the_
     assert got.exit_code == 0, got.stderr
     assert got.result == {"queues": "1", "nice": 19}
     assert run_harness(program, case_file(tmp_path), 30, Sandbox(), timed=True).result == {"queues": "1", "nice": ours}
+
+
+def test_kept_services_serve_the_gradings_they_fit_and_end_when_replaced_or_closed(harnesses):
+    # A watch's services (KeptServices): the same ones for every grading they fit; one that needs more runs
+    # at once, or another GPU's environment, gets new ones, and the old ones end.
+    from tilelab.grading.trusted_harness import KeptServices
+
+    tool = tool_path(build_dir(), "tilelab-harness")
+    kept = KeptServices(GpuLock())
+    first = kept.for_grading(tool, {}, 2, lambda: harnesses(2))
+    assert kept.for_grading(tool, {}, 1, lambda: harnesses(2)) is first
+    assert kept.for_grading(tool, {}, 2, lambda: harnesses(2)) is first
+    more = kept.for_grading(tool, {}, 3, lambda: harnesses(3))
+    assert more is not first and first._closed and not more._closed
+    elsewhere = kept.for_grading(tool, {"CUDA_VISIBLE_DEVICES": "1"}, 1,
+                                 lambda: harnesses(3, env={"CUDA_VISIBLE_DEVICES": "1"}))
+    assert elsewhere is not more and more._closed and kept.harness is elsewhere
+    kept.close()
+    assert elsewhere._closed and kept.harness is None

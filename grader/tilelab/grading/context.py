@@ -5,6 +5,7 @@ state of each part, handed to every stage."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import secrets
 import shutil
 import threading
@@ -150,12 +151,9 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
     gpu_lock = gpu_lock or (kept.gpu_lock if kept is not None else visible_gpu_lock())
     # A timing run that waits at its gate holds a service: one begun beside the cases needs one more per part.
     services = min(SERVICES, max(1, len(parts)) * (2 if times_early(opt, parts) else 1))
-    trusted = kept.fitting(tools.harness, sandbox.extra_env, services) if kept is not None else None
-    if trusted is None:
-        trusted = TrustedHarness(tools.harness, services=services,
-                                 log=logs / "harness-service.log", env=sandbox.extra_env, gpu_shared=gpu_lock.shared)
-        if kept is not None:
-            kept.keep(trusted)
+    make = functools.partial(TrustedHarness, tools.harness, services=services, log=logs / "harness-service.log",
+                             env=sandbox.extra_env, gpu_shared=gpu_lock.shared)
+    trusted = kept.for_grading(tools.harness, sandbox.extra_env, services, make) if kept is not None else make()
     if parts:
         threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
     return Grading(options=opt, assignment=assignment, submission=located.folder, parts=parts,

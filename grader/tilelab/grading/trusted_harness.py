@@ -287,16 +287,14 @@ class KeptServices:
         """The services kept now, if any."""
         return self._trusted
 
-    def fitting(self, tool: Path, env: dict, runs: int) -> Optional[TrustedHarness]:
-        """The kept services where they fit such a grading, else None."""
-        kept = self._trusted
-        return kept if kept is not None and kept.serves(tool, env, runs) else None
-
-    def keep(self, trusted: TrustedHarness) -> None:
-        """Keeps `trusted` from now on, ending the services kept before."""
-        if self._trusted is not None and self._trusted is not trusted:
-            self._trusted.close()
-        self._trusted = trusted
+    def for_grading(self, tool: Path, env: dict, runs: int, make: Callable[[], TrustedHarness]) -> TrustedHarness:
+        """The kept services where they serve such a grading (TrustedHarness.serves),
+        else new ones from `make`, kept from now on in place of the others, which end."""
+        if self._trusted is not None and self._trusted.serves(tool, env, runs):
+            return self._trusted
+        self.close()
+        self._trusted = make()
+        return self._trusted
 
     def close(self) -> None:
         if self._trusted is not None:
