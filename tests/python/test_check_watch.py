@@ -122,25 +122,31 @@ def test_watch_in_a_pipe_rechecks_each_save_names_the_changes_and_leaves_on_ctrl
         assert text.count("No CUDA device here: on each save the static checks and the build run") == 1
 
 
+def _stat(pid) -> list:
+    """/proc/PID/stat's fields after the command's name (state, parent, ...); [] once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _running(pid) -> bool:
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
 def _services_of(pid: int) -> list:
     """The trusted harness services (`tilelab-harness --serve-jobs`) that process `pid` started and that still run."""
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError):
+            serves = b"--serve-jobs" in (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z" and b"--serve-jobs" in cmdline:
-            found.append(int(stat.parent.name))
+        fields = _stat(entry.name)
+        if serves and fields and fields[0] != "Z" and int(fields[1]) == pid:
+            found.append(int(entry.name))
     return sorted(found)
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def test_watch_keeps_the_harness_services_from_one_save_to_the_next_and_ends_them_on_ctrl_c(tmp_path):
