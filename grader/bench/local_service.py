@@ -146,21 +146,23 @@ class LocalService:
         """How many recorded gradings (mode grade) earned each score
         (tally_scores): what shows that a benchmark's hand-ins were graded
         whole, not failed early."""
-        import psycopg
-
-        with psycopg.connect((self.data / "database-url").read_text().strip()) as conn:
+        with self._database() as conn:
             return tally_scores(conn.execute(
                 "SELECT r.score, r.max_score FROM tilelab_results r JOIN tilelab_submissions s "
                 "ON s.id = r.submission WHERE s.mode = 'grade'").fetchall())
 
     def counters_to_come(self) -> int:
         """Recorded gradings whose counters are still to be read (tilelab worker --counters later)."""
-        import psycopg
-
         from tilelab.operations.service.records import counters_to_come
 
-        with psycopg.connect((self.data / "database-url").read_text().strip()) as conn:
+        with self._database() as conn:
             return counters_to_come(conn)
+
+    def _database(self):
+        """A connection to the service's own database."""
+        import psycopg
+
+        return psycopg.connect((self.data / "database-url").read_text().strip())
 
 
 def tally_scores(rows) -> dict:

@@ -125,7 +125,7 @@ def closing_lines(result: GradeResult, results_format: Optional[str], report: Pa
 
 
 def _grade_and_write(submission: Path, options: GradeOptions, outputs: Outputs, progress, sandbox, gpu_lock,
-                     while_timing, kept=None) -> GradeResult:
+                     while_timing, kept) -> GradeResult:
     from ..grading.pipeline import grade
 
     # Read first: a broken assignment.yaml is a grader failure, written as such where results are.
