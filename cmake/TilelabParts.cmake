@@ -25,7 +25,7 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              "${_tilelab_spec}/build_export.py")
 include("${PROJECT_BINARY_DIR}/tilelab_parts.cmake")
 
-# tilelab_add_part(<set> <part> <source> <launcher> <signature> [EXPECT <status>] [NO_TEST])
+# tilelab_add_part(<set> <part> <source> <launcher> <signature> [EXPECT <status>] [NO_TEST] [LIBRARY])
 #
 # Adds the harness executable <set>_<part> (written to build/<set>/<part>)
 # built from the part's source file, and its GPU test: the part's public and
@@ -36,9 +36,11 @@ include("${PROJECT_BINARY_DIR}/tilelab_parts.cmake")
 # is told apart from a link error (a launcher with the wrong signature), and
 # the grader can audit the object's symbols: build/<set>/<part>.objects
 # names its object file. A <source> ending in .o is an object compiled
-# elsewhere (the autograder bundle's references) and is only linked.
+# elsewhere (the autograder bundle's references) and is only linked. With
+# LIBRARY the part's object is also linked as a shared object,
+# <set>/lib<part>.so, that tilelab-part-host loads, with a test of its own.
 function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
-  cmake_parse_arguments(ARG "NO_TEST" "EXPECT" "" ${ARGN})
+  cmake_parse_arguments(ARG "NO_TEST;LIBRARY" "EXPECT" "" ${ARGN})
   set(target ${SET}_${PART})
   string(TOUPPER "${SIGNATURE}" signature_upper)
   add_executable(${target} "${PROJECT_SOURCE_DIR}/grader/harness/part_main.cu")
@@ -53,6 +55,28 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
     target_compile_definitions(${target}_object PRIVATE _GLIBCXX_BITS_SPECFUN_H)
     file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/${SET}/${PART}.objects" CONTENT "$<TARGET_OBJECTS:${target}_object>\n")
     target_link_libraries(${target} PRIVATE ${target}_object)
+  endif()
+  if(ARG_LIBRARY AND NOT SOURCE MATCHES "\\.o$")
+    # With LIBRARY, the same object in a shared object too, <set>/lib<part>.so, for
+    # tilelab-part-host to load (grader/harness/part_library.cu).
+    set_target_properties(${target}_object PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    add_library(${target}_library SHARED "${PROJECT_SOURCE_DIR}/grader/harness/part_library.cu")
+    target_include_directories(${target}_library PRIVATE "${PROJECT_SOURCE_DIR}/grader/harness" "${PROJECT_SOURCE_DIR}/include")
+    target_compile_definitions(${target}_library PRIVATE
+      TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
+    target_link_libraries(${target}_library PRIVATE ${target}_object)
+    target_link_options(${target}_library PRIVATE "LINKER:-z,defs")
+    set_target_properties(${target}_library PROPERTIES
+      OUTPUT_NAME ${PART}
+      LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/${SET}"
+      CUDA_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
+    if(TILELAB_BUILD_TESTS AND NOT ARG_NO_TEST)
+      add_test(NAME gpu.${SET}.${PART}.loaded
+               COMMAND tilelab_part_tests --part ${PART} --harness $<TARGET_FILE:tilelab-part-host>
+                       --library $<TARGET_FILE:${target}_library>
+                       --expect ${ARG_EXPECT} --assignment "${TILELAB_ASSIGNMENT_JSON}")
+      set_tests_properties(gpu.${SET}.${PART}.loaded PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: ")
+    endif()
   endif()
   target_compile_definitions(${target} PRIVATE
     TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
@@ -69,7 +93,7 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
   endif()
 endfunction()
 
-# tilelab_add_part_set(<set> <dir> EXPECT <status> [REQUIRED] [COMPILED])
+# tilelab_add_part_set(<set> <dir> EXPECT <status> [REQUIRED] [COMPILED] [LIBRARY])
 #
 # EXPECT starter: each part's own starter expectation from assignment.yaml.
 # One target per part of assignment.yaml whose file exists in <dir>. With
@@ -77,7 +101,7 @@ endfunction()
 # the part is reported missing and skipped, and the grader scores it as such.
 # With COMPILED, <dir> holds each part compiled, <part>.o, instead of its source.
 function(tilelab_add_part_set SET DIR)
-  cmake_parse_arguments(ARG "REQUIRED;COMPILED" "EXPECT" "" ${ARGN})
+  cmake_parse_arguments(ARG "REQUIRED;COMPILED;LIBRARY" "EXPECT" "" ${ARGN})
   if(NOT ARG_EXPECT)
     set(ARG_EXPECT pass)
   endif()
@@ -98,7 +122,11 @@ function(tilelab_add_part_set SET DIR)
     if(expect STREQUAL "starter")  # each part's starter: a TODO stub, or a working kernel to improve
       set(expect ${TILELAB_PART_${part}_STARTER_EXPECT})
     endif()
+    set(library)
+    if(ARG_LIBRARY)
+      set(library LIBRARY)
+    endif()
     tilelab_add_part(${SET} ${part} "${source}" ${TILELAB_PART_${part}_LAUNCHER}
-                     ${TILELAB_PART_${part}_SIGNATURE} EXPECT ${expect})
+                     ${TILELAB_PART_${part}_SIGNATURE} EXPECT ${expect} ${library})
   endforeach()
 endfunction()

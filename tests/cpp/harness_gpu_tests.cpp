@@ -309,6 +309,41 @@ TEST(TrustedHarness, TimesTheReferencesWithTheirLaunchersInAChild) {
   }
 }
 
+// A part built as a shared object and loaded by tilelab-part-host serves the
+// trusted harness as the part's executable does: the same verdicts, its
+// launches recorded, its timed calls as fast (within 2 %, or 0.1 ms).
+TEST(TrustedHarness, TimesAPartLoadedByThePartHostAsItsExecutable) {
+  TILELAB_REQUIRE_GPU();
+  const std::string host = (build_dir() / "bin" / "tilelab-part-host").string();
+  for (const std::string part : {"tiled", "challenge"}) {
+    TempDir dir;
+    CaseFile f;
+    f.part = part;
+    f.cases.push_back(make_case("w64", 64, 64, 64, 3));
+    CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
+    c.timing = TimingSpec{};
+    c.timing->seed = 79;
+    f.cases.push_back(c);
+    HarnessService service;
+    const std::string library = (build_dir() / "reference" / ("lib" + part + ".so")).string();
+    const HarnessRun loaded = run_harness(host, f, dir.path() / "loaded", 300, true, &service, {library});
+    ASSERT_EQ(loaded.process.exit_code, 0) << loaded.process.err;
+    const json verdict = verify_run(loaded.cases, *loaded.result);
+    EXPECT_EQ(verdict.at("cases_passed"), 2) << verdict.dump(2);
+    ASSERT_FALSE(loaded.result->at("cases").at(0).at("launches").empty());
+    EXPECT_EQ(loaded.result->at("part"), part);
+    const HarnessRun linked = run_harness(reference(part), f, dir.path() / "linked", 300, true, &service);
+    ASSERT_EQ(linked.process.exit_code, 0) << linked.process.err;
+    const json linked_verdict = verify_run(linked.cases, *linked.result);
+    EXPECT_EQ(linked_verdict.at("cases_passed"), 2) << linked_verdict.dump(2);
+    const double wall = verdict.at("cases").at(1).at("timing").at("median_wall_ms");
+    const double linked_wall = linked_verdict.at("cases").at(1).at("timing").at("median_wall_ms");
+    std::cout << part << " 4096 through the trusted harness: loaded " << wall << " ms, linked " << linked_wall
+              << " ms a call\n";
+    EXPECT_LE(std::fabs(wall - linked_wall), std::max(0.02 * linked_wall, 0.1));
+  }
+}
+
 // The API recorder names the launcher's own calls, not the harness's, and a
 // launcher that only launches spends well under the grader's floor of host
 // CPU time outside CUDA calls (HOST_CPU_FLOOR_MS in launch_checks.py, 2 ms),

@@ -42,6 +42,46 @@ TEST(HarnessCommandLine, NoArgumentsIsAUsageError) {
   EXPECT_NE(r.err.find("usage:"), std::string::npos);
 }
 
+// tilelab-part-host runs a part built as a shared object as the part's own
+// executable runs it: the same command line after the library.
+std::string part_host() { return (build_dir() / "bin" / "tilelab-part-host").string(); }
+std::string naive_library() { return (build_dir() / "reference" / "libnaive.so").string(); }
+
+TEST(PartHost, DescribesThePartItLoaded) {
+  const ProcessResult r = run_process({part_host(), naive_library(), "--describe"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json d = json::parse(r.out);
+  EXPECT_EQ(d.at("part"), "naive");
+  EXPECT_EQ(d.at("launcher"), "launchNaive");
+  EXPECT_EQ(d.at("signature"), "square");
+}
+
+TEST(PartHost, ALibraryItCannotLoadOrThatIsNoPartIsAUsageError) {
+  TempDir dir;
+  ProcessResult r = run_process({part_host(), (dir.path() / "libnothing.so").string(), "--describe"}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("libnothing.so"), std::string::npos) << r.err;
+  // A shared object that loads but was not built as a part.
+  const std::string not_a_part = (build_dir() / "bin" / "libtilelab_not_a_part.so").string();
+  r = run_process({part_host(), not_a_part, "--describe"}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("not a part built by tilelab"), std::string::npos) << r.err;
+  r = run_process({part_host(), naive_library()}, 60);  // no case file
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("usage:"), std::string::npos) << r.err;
+}
+
+TEST(PartHostWithoutGpu, ReportsNoDevice) {
+  if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
+  TempDir dir;
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path)
+      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const ProcessResult r = run_process({part_host(), naive_library(), path.string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+}
+
 TEST(HarnessCaseFile, MissingFileIsABadCaseFile) {
   const ProcessResult r = run_process({naive_harness().string(), "/nonexistent/cases.json"}, 60);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kBadCaseFile));

@@ -2,6 +2,8 @@
 //
 //   tilelab_part_tests --part tiled --harness build/reference/tiled --expect pass
 //       --assignment build/assignment.json
+//   tilelab_part_tests --part tiled --harness build/bin/tilelab-part-host
+//       --library build/reference/libtiled.so --expect pass --assignment build/assignment.json
 //
 // --expect pass             every public and hidden case must pass, verified
 //                           by the trusted verifier code (one test per case);
@@ -29,6 +31,7 @@ using nlohmann::json;
 struct Options {
   std::string part;
   std::string harness;
+  std::string library;  // for tilelab-part-host: the part built as a shared object
   std::string expect;
   std::string assignment;
 };
@@ -84,7 +87,9 @@ class SharedRun {
         }
       }
     }
-    harness_run_ = run_harness(g_options.harness, std::move(file), dir_.path());
+    std::vector<std::string> args;
+    if (!g_options.library.empty()) args.push_back(g_options.library);
+    harness_run_ = run_harness(g_options.harness, std::move(file), dir_.path(), 300, false, nullptr, args);
     verdict_ = verify_run(harness_run_.cases, harness_run_.result.value_or(json()));
   }
 
@@ -164,6 +169,8 @@ int main(int argc, char** argv) {
       g_options.part = value;
     else if (key == "--harness")
       g_options.harness = value;
+    else if (key == "--library")
+      g_options.library = value;
     else if (key == "--expect")
       g_options.expect = value;
     else if (key == "--assignment")
@@ -175,7 +182,7 @@ int main(int argc, char** argv) {
   }
   if (g_options.part.empty() || g_options.harness.empty() || g_options.assignment.empty() ||
       (g_options.expect != "pass" && g_options.expect != "not_implemented")) {
-    std::fprintf(stderr, "usage: %s --part ID --harness PATH --expect pass|not_implemented --assignment JSON\n",
+    std::fprintf(stderr, "usage: %s --part ID --harness PATH [--library PART.so] --expect pass|not_implemented --assignment JSON\n",
                  argv[0]);
     return 2;
   }

@@ -129,7 +129,8 @@ HarnessService::~HarnessService() {
 }
 
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
-                       double timeout_s, bool trusted, const HarnessService* service) {
+                       double timeout_s, bool trusted, const HarnessService* service,
+                       const std::vector<std::string>& harness_args) {
   std::filesystem::create_directories(dir);
   cases.result = dir / "result.json";
   for (CaseSpec& c : cases.cases) {
@@ -140,14 +141,17 @@ HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, con
   HarnessRun run;
   // Only trusted runs need the build tree: the part tests run without TILELAB_BUILD_DIR.
   auto tool = [] { return (build_dir() / "bin" / "tilelab-harness").string(); };
+  std::vector<std::string> launcher{harness.string()};
+  launcher.insert(launcher.end(), harness_args.begin(), harness_args.end());
+  std::vector<std::string> command;
   if (service != nullptr) {
-    run.process = run_process(
-        {tool(), "--via", service->socket().string(), cases.path.string(), "--", harness.string()}, timeout_s);
+    command = {tool(), "--via", service->socket().string(), cases.path.string(), "--"};
   } else if (trusted) {
-    run.process = run_process({tool(), cases.path.string(), "--", harness.string()}, timeout_s);
-  } else {
-    run.process = run_process({harness.string(), cases.path.string()}, timeout_s);
+    command = {tool(), cases.path.string(), "--"};
   }
+  command.insert(command.end(), launcher.begin(), launcher.end());
+  if (service == nullptr && !trusted) command.push_back(cases.path.string());
+  run.process = run_process(command, timeout_s);
   if (std::filesystem::exists(cases.result)) {
     try {
       run.result = read_json_file(cases.result);

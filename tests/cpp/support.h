@@ -74,8 +74,11 @@ class HarnessService {
 // file of every case without timing, are placed in `dir`. With `trusted`,
 // tilelab-harness runs the cases and `harness` serves only its launcher:
 // one-shot, or through `service` (tilelab-harness --via) when given.
+// `harness_args` come between the harness and its own arguments (the part's
+// library, for tilelab-part-host).
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
-                       double timeout_s = 300, bool trusted = false, const HarnessService* service = nullptr);
+                       double timeout_s = 300, bool trusted = false, const HarnessService* service = nullptr,
+                       const std::vector<std::string>& harness_args = {});
 
 // A generated-input case with an output file; props and timing left empty.
 CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed,
