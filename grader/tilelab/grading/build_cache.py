@@ -24,7 +24,7 @@ from . import static_checks
 # What every part's executable links or is compiled with, besides the part file.
 _BUILD_INPUTS = ("CMakeCache.txt", "compile_commands.json", "grader/harness/libtilelab_harness.a",
                  "grader/harness/libtilelab_check.a")
-_SOURCE_INPUTS = ("grader/harness/part_main.cu", "include/tilelab")
+_SOURCE_INPUTS = ("grader/harness/part_main.cu", "grader/harness/part_binding.h", "include/tilelab")
 
 
 @dataclass(frozen=True)
