@@ -264,6 +264,18 @@ TEST(Timing, TiledCuptiDurationAgreesWithEvents) {
   EXPECT_EQ(t.at("failed_calls"), 0);
 }
 
+// A case at 64 that is checked, then one at 4096 that is timed.
+CaseFile checked_then_timed(const std::string& part) {
+  CaseFile f;
+  f.part = part;
+  f.cases.push_back(make_case("w64", 64, 64, 64, 3));
+  CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
+  c.timing = TimingSpec{};
+  c.timing->seed = 79;
+  f.cases.push_back(c);
+  return f;
+}
+
 // tilelab-harness times the references with their launchers in a child
 // process: the outputs are right, the records come back, and the trusted
 // clock costs little over the events of the in-process harness on the same
@@ -275,13 +287,7 @@ TEST(TrustedHarness, TimesTheReferencesWithTheirLaunchersInAChild) {
   TILELAB_REQUIRE_GPU();
   for (const std::string part : {"tiled", "challenge"}) {
     TempDir dir;
-    CaseFile f;
-    f.part = part;
-    f.cases.push_back(make_case("w64", 64, 64, 64, 3));
-    CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
-    c.timing = TimingSpec{};
-    c.timing->seed = 79;
-    f.cases.push_back(c);
+    const CaseFile f = checked_then_timed(part);
     HarnessService service;  // as a grading runs it: the trusted harness's context made beforehand
     const HarnessRun run = run_harness(reference(part), f, dir.path() / "trusted", 300, true, &service);
     ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
@@ -317,13 +323,7 @@ TEST(TrustedHarness, TimesAPartLoadedByThePartHostAsItsExecutable) {
   const std::string host = (build_dir() / "bin" / "tilelab-part-host").string();
   for (const std::string part : {"tiled", "challenge"}) {
     TempDir dir;
-    CaseFile f;
-    f.part = part;
-    f.cases.push_back(make_case("w64", 64, 64, 64, 3));
-    CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
-    c.timing = TimingSpec{};
-    c.timing->seed = 79;
-    f.cases.push_back(c);
+    const CaseFile f = checked_then_timed(part);
     HarnessService service;
     const std::string library = (build_dir() / "reference" / ("lib" + part + ".so")).string();
     const HarnessRun loaded = run_harness(host, f, dir.path() / "loaded", 300, true, &service, {library});

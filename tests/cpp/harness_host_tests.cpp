@@ -21,25 +21,21 @@ std::filesystem::path naive_harness() {
   return build_dir() / "reference" / "naive";
 }
 
+// One small case of naive: enough for a harness to need a GPU.
+constexpr const char* kOneSmallCase =
+    R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+
+// kOneSmallCase, written to a case file in `dir`.
+std::filesystem::path one_small_case(const TempDir& dir) {
+  const auto path = dir.path() / "cases.json";
+  std::ofstream(path) << kOneSmallCase;
+  return path;
+}
+
 ProcessResult run_with_case_text(const std::string& text, const TempDir& dir) {
   const auto path = dir.path() / "cases.json";
   std::ofstream(path) << text;
   return run_process({naive_harness().string(), path.string()}, 60);
-}
-
-TEST(HarnessCommandLine, DescribePrintsThePartItRuns) {
-  const ProcessResult r = run_process({naive_harness().string(), "--describe"}, 60);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json d = json::parse(r.out);
-  EXPECT_EQ(d.at("part"), "naive");
-  EXPECT_EQ(d.at("launcher"), "launchNaive");
-  EXPECT_EQ(d.at("signature"), "square");
-}
-
-TEST(HarnessCommandLine, NoArgumentsIsAUsageError) {
-  const ProcessResult r = run_process({naive_harness().string()}, 60);
-  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
-  EXPECT_NE(r.err.find("usage:"), std::string::npos);
 }
 
 // tilelab-part-host runs a part built as a shared object as the part's own
@@ -47,13 +43,23 @@ TEST(HarnessCommandLine, NoArgumentsIsAUsageError) {
 std::string part_host() { return (build_dir() / "bin" / "tilelab-part-host").string(); }
 std::string naive_library() { return (build_dir() / "reference" / "libnaive.so").string(); }
 
-TEST(PartHost, DescribesThePartItLoaded) {
-  const ProcessResult r = run_process({part_host(), naive_library(), "--describe"}, 60);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json d = json::parse(r.out);
-  EXPECT_EQ(d.at("part"), "naive");
-  EXPECT_EQ(d.at("launcher"), "launchNaive");
-  EXPECT_EQ(d.at("signature"), "square");
+TEST(HarnessCommandLine, DescribePrintsThePartItRuns) {
+  const std::vector<std::vector<std::string>> commands = {{naive_harness().string(), "--describe"},
+                                                          {part_host(), naive_library(), "--describe"}};
+  for (const std::vector<std::string>& command : commands) {
+    const ProcessResult r = run_process(command, 60);
+    ASSERT_EQ(r.exit_code, 0) << command[0] << ": " << r.err;
+    const json d = json::parse(r.out);
+    EXPECT_EQ(d.at("part"), "naive");
+    EXPECT_EQ(d.at("launcher"), "launchNaive");
+    EXPECT_EQ(d.at("signature"), "square");
+  }
+}
+
+TEST(HarnessCommandLine, NoArgumentsIsAUsageError) {
+  const ProcessResult r = run_process({naive_harness().string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_NE(r.err.find("usage:"), std::string::npos);
 }
 
 TEST(PartHost, ALibraryItCannotLoadOrThatIsNoPartIsAUsageError) {
@@ -74,9 +80,7 @@ TEST(PartHost, ALibraryItCannotLoadOrThatIsNoPartIsAUsageError) {
 TEST(PartHostWithoutGpu, ReportsNoDevice) {
   if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
   TempDir dir;
-  const auto path = dir.path() / "cases.json";
-  std::ofstream(path)
-      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const auto path = one_small_case(dir);
   const ProcessResult r = run_process({part_host(), naive_library(), path.string()}, 60);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
@@ -132,9 +136,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(HarnessWithoutGpu, ReportsNoDevice) {
   if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
   TempDir dir;
-  const ProcessResult r = run_with_case_text(
-      R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})",
-      dir);
+  const ProcessResult r = run_with_case_text(kOneSmallCase, dir);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
 }
@@ -142,9 +144,7 @@ TEST(HarnessWithoutGpu, ReportsNoDevice) {
 TEST(TrustedHarnessWithoutGpu, ReportsNoDeviceFromTheLaunchersProcess) {
   if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
   TempDir dir;
-  const auto path = dir.path() / "cases.json";
-  std::ofstream(path)
-      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const auto path = one_small_case(dir);
   const ProcessResult r = run_process(
       {(build_dir() / "bin" / "tilelab-harness").string(), path.string(), "--", naive_harness().string()}, 60);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
@@ -153,9 +153,7 @@ TEST(TrustedHarnessWithoutGpu, ReportsNoDeviceFromTheLaunchersProcess) {
 
 TEST(TrustedHarness, ALauncherThatCannotStartIsAUsageError) {
   TempDir dir;
-  const auto path = dir.path() / "cases.json";
-  std::ofstream(path)
-      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const auto path = one_small_case(dir);
   const auto trusted = (build_dir() / "bin" / "tilelab-harness").string();
   ProcessResult r = run_process({trusted, path.string(), "--", (dir.path() / "no-such-launcher").string()}, 60);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
@@ -199,9 +197,7 @@ TEST(HarnessService, ServesRunAfterRunThroughRelays) {
 
 TEST(HarnessService, ARelayWithNoServiceIsAUsageError) {
   TempDir dir;
-  const auto path = dir.path() / "cases.json";
-  std::ofstream(path)
-      << R"({"version":1,"part":"naive","result":"r.json","cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  const auto path = one_small_case(dir);
   const ProcessResult r =
       run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via", (dir.path() / "no-socket").string(),
                    path.string(), "--", naive_harness().string()},
