@@ -1,37 +1,97 @@
 // tilelab-part-host: the harness of a part built as a shared object
-// (part_library.cu), which it loads before it does anything else.
+// (part_library.cu), which it loads before it runs anything of the part.
 //
-// Usage:  tilelab-part-host LIBRARY CASE_FILE | --describe | --serve ...
+// Usage:  tilelab-part-host [--wait] LIBRARY CASE_FILE | --describe | --serve ...
 // Everything after LIBRARY is the part executable's command line
 // (core/harness.h); the run is the same, its launcher loaded instead of
 // linked in. A library that cannot be loaded, or that names no part, ends
 // the run with kUsage and says why.
+//
+// With --wait the host makes its CUDA context first, then waits for LIBRARY
+// to appear (the build renames it into place once it is linked): a run can
+// start, and pay for its context, while its part still compiles. Its
+// recorders start before the context, as the harness's do where it records
+// launches; "CUDA in use at start" is then whether the part made CUDA calls
+// while it was loaded (its global constructors), which they see.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <string>
 
+#include <cuda_runtime.h>
+
+#include "core/api_recorder.h"
+#include "core/case_file.h"
 #include "core/harness.h"
+#include "core/launch_recorder.h"
 
 namespace {
 
 using BindingOf = const tilelab::PartBinding* (*)();
+
+constexpr useconds_t kLookEveryUs = 2000;
+
+int usage(const char* program) {
+  std::fprintf(stderr,
+               "usage: %s [--wait] LIBRARY CASE_FILE | --describe | --serve CONTROL_FD REQUESTS_FD REPLIES_FD "
+               "[--record]\n",
+               program);
+  return static_cast<int>(tilelab::ExitCode::kUsage);
+}
 
 int refuse(const char* library, const char* why) {
   std::fprintf(stderr, "tilelab-part-host: %s: %s\n", library, why);
   return static_cast<int>(tilelab::ExitCode::kUsage);
 }
 
+// Whether the run after LIBRARY records launches: `--serve ... --record`, or
+// a case file that asks for it (one that cannot be read is the harness's to report).
+bool records(int argc, char** argv) {
+  if (std::strcmp(argv[0], "--serve") == 0) return std::strcmp(argv[argc - 1], "--record") == 0;
+  if (argc != 1 || argv[0][0] == '-') return false;
+  try {
+    return tilelab::load_case_file(argv[0]).record_launches;
+  } catch (...) {
+    return false;
+  }
+}
+
+// The context made, then LIBRARY awaited and loaded, with the CUDA calls it
+// made while loading told to the harness. Null where it cannot be loaded.
+void* load_when_there(const char* library, bool record) {
+  if (record) {
+    tilelab::LaunchRecorder::start();  // a failure is the harness's to report: it starts them again
+    tilelab::ApiRecorder::start();
+  }
+  cudaFree(nullptr);  // no device: the harness says so once it runs
+  while (access(library, F_OK) != 0) usleep(kLookEveryUs);
+  const bool counting = record && tilelab::ApiRecorder::active();
+  if (counting) {
+    tilelab::ApiRecorder::begin_call();
+    tilelab::ApiRecorder::launcher_starts();
+  }
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  bool used_cuda = false;
+  if (counting) {
+    tilelab::ApiRecorder::launcher_returned();
+    used_cuda = !tilelab::ApiRecorder::end_call().calls.empty();
+  }
+  tilelab::host_made_the_context(used_cuda);
+  return handle;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: %s LIBRARY CASE_FILE | --describe | --serve CONTROL_FD REQUESTS_FD REPLIES_FD [--record]\n",
-                 argv[0]);
-    return static_cast<int>(tilelab::ExitCode::kUsage);
-  }
-  const char* library = argv[1];
+  const bool wait = argc > 1 && std::strcmp(argv[1], "--wait") == 0;
+  const int first = wait ? 2 : 1;  // LIBRARY
+  if (argc < first + 2) return usage(argv[0]);
+  const char* library = argv[first];
   // RTLD_LOCAL: a part's own symbols (its kernels, helpers, its CUDA runtime) stay its own.
-  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  void* handle = wait ? load_when_there(library, records(argc - first - 1, argv + first + 1))
+                      : dlopen(library, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     std::fprintf(stderr, "tilelab-part-host: cannot load the part: %s\n", dlerror());  // dlerror names the file
     return static_cast<int>(tilelab::ExitCode::kUsage);
@@ -40,7 +100,7 @@ int main(int argc, char** argv) {
   if (binding_of == nullptr) return refuse(library, "not a part built by tilelab (no tilelab_part_binding)");
   const tilelab::PartBinding* binding = binding_of();
   if (binding == nullptr || binding->call == nullptr) return refuse(library, "its part binding is empty");
-  // The library's name takes the place of the program's: the harness reads its arguments after it.
-  argv[1] = argv[0];
-  return tilelab::harness_main(argc - 1, argv + 1, *binding);
+  // The program's name takes LIBRARY's place: the harness reads its arguments after it.
+  argv[first] = argv[0];
+  return tilelab::harness_main(argc - first, argv + first, *binding);
 }

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device_buffer.h"
@@ -342,6 +343,76 @@ TEST(TrustedHarness, TimesAPartLoadedByThePartHostAsItsExecutable) {
               << " ms a call\n";
     EXPECT_LE(std::fabs(wall - linked_wall), std::max(0.02 * linked_wall, 0.1));
   }
+}
+
+// Copies `from` to `to` after `delay`, under another name first and then
+// renamed, as a build puts a part's library in place.
+std::thread put_in_place_after(std::filesystem::path from, std::filesystem::path to, std::chrono::milliseconds delay) {
+  return std::thread([=] {
+    std::this_thread::sleep_for(delay);
+    const auto partial = to.string() + ".partial";
+    std::filesystem::copy_file(from, partial);
+    std::filesystem::rename(partial, to);
+  });
+}
+
+// tilelab-part-host --wait makes its context before its library exists: the
+// trusted harness's run starts while the part is still being built and goes
+// on once the library is in place, with the same verdicts, and nothing of
+// the part ran CUDA before its launcher was called. Figures printed for
+// docs/measurements.md: how long the run took after the library appeared,
+// against a run of the host that starts once it is there.
+TEST(PartHost, WaitsForItsLibraryWithItsContextMade) {
+  TILELAB_REQUIRE_GPU();
+  const std::string host = (build_dir() / "bin" / "tilelab-part-host").string();
+  const auto built = build_dir() / "reference" / "libnaive.so";
+  TempDir dir;
+  CaseFile f;
+  f.part = "naive";
+  f.cases.push_back(make_case("w64", 64, 64, 64, 3));
+  f.cases.push_back(make_case("w100", 100, 100, 100, 4));
+  HarnessService service;
+  const auto library = dir.path() / "libnaive.so";
+  const auto delay = std::chrono::milliseconds(1500);
+  std::thread build = put_in_place_after(built, library, delay);
+  const auto t0 = std::chrono::steady_clock::now();
+  const HarnessRun waited =
+      run_harness(host, f, dir.path() / "waited", 300, true, &service, {"--wait", library.string()});
+  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0 - delay).count();
+  build.join();
+  ASSERT_EQ(waited.process.exit_code, 0) << waited.process.err;
+  EXPECT_EQ(waited.result->at("launcher_process"), true);
+  EXPECT_EQ(waited.result->at("cuda_in_use_at_start"), false);
+  EXPECT_EQ(verify_run(waited.cases, *waited.result).at("cases_passed"), 2);
+  EXPECT_FALSE(waited.result->at("cases").at(0).at("launches").empty());
+
+  const auto t1 = std::chrono::steady_clock::now();
+  const HarnessRun plain = run_harness(host, f, dir.path() / "plain", 300, true, &service, {built.string()});
+  const double whole = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  ASSERT_EQ(plain.process.exit_code, 0) << plain.process.err;
+  std::cout << "naive's cases through the trusted harness: " << after << " s after its library appeared (--wait), "
+            << whole << " s from the start of a run whose library was there\n";
+}
+
+// A part whose global constructor calls CUDA is told apart both ways: run as
+// its executable (a context before main()) and loaded by a host that made
+// the context itself (CUDA calls while the library was loaded).
+TEST(PartHost, TellsCudaUsedWhileThePartWasLoaded) {
+  TILELAB_REQUIRE_GPU();
+  const std::string host = (build_dir() / "bin" / "tilelab-part-host").string();
+  const auto probe = build_dir() / "probe_cuda_before_main";
+  TempDir dir;
+  CaseFile f;
+  f.part = "naive";
+  f.cases.push_back(make_case("w64", 64, 64, 64, 3));
+  HarnessService service;
+  const HarnessRun loaded = run_harness(host, f, dir.path() / "loaded", 300, true, &service,
+                                        {"--wait", (probe / "libnaive.so").string()});
+  ASSERT_EQ(loaded.process.exit_code, 0) << loaded.process.err;
+  EXPECT_EQ(loaded.result->at("cuda_in_use_at_start"), true);
+  const HarnessRun linked = run_harness(probe / "naive", f, dir.path() / "linked", 300, true, &service);
+  ASSERT_EQ(linked.process.exit_code, 0) << linked.process.err;
+  EXPECT_EQ(linked.result->at("cuda_in_use_at_start"), true);
 }
 
 // The API recorder names the launcher's own calls, not the harness's, and a

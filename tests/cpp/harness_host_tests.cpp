@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "json_io.h"
 #include "launcher_protocol.h"
@@ -72,9 +74,12 @@ TEST(PartHost, ALibraryItCannotLoadOrThatIsNoPartIsAUsageError) {
   r = run_process({part_host(), not_a_part, "--describe"}, 60);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
   EXPECT_NE(r.err.find("not a part built by tilelab"), std::string::npos) << r.err;
-  r = run_process({part_host(), naive_library()}, 60);  // no case file
-  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
-  EXPECT_NE(r.err.find("usage:"), std::string::npos) << r.err;
+  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
+           {part_host(), naive_library()}, {part_host(), "--wait", naive_library()}}) {  // no case file
+    r = run_process(command, 60);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("usage:"), std::string::npos) << r.err;
+  }
 }
 
 TEST(PartHostWithoutGpu, ReportsNoDevice) {
@@ -84,6 +89,27 @@ TEST(PartHostWithoutGpu, ReportsNoDevice) {
   const ProcessResult r = run_process({part_host(), naive_library(), path.string()}, 60);
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+}
+
+// With --wait the host starts before its library exists and loads it once it
+// is renamed into place, as a build puts it: without a GPU it then says so.
+TEST(PartHostWithoutGpu, WaitsForItsLibraryThenReportsNoDevice) {
+  if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
+  TempDir dir;
+  const auto path = one_small_case(dir);
+  const auto library = dir.path() / "libnaive.so";
+  std::thread build([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::filesystem::copy_file(naive_library(), dir.path() / "libnaive.so.tmp");
+    std::filesystem::rename(dir.path() / "libnaive.so.tmp", library);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProcessResult r = run_process({part_host(), "--wait", library.string(), path.string()}, 60);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  build.join();
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  EXPECT_GE(waited, 0.5);
 }
 
 TEST(HarnessCaseFile, MissingFileIsABadCaseFile) {

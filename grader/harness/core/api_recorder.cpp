@@ -213,7 +213,17 @@ void ApiRecorder::exclude_cpu_time(uint64_t ns) {
   if (s.measuring.load(std::memory_order_acquire)) s.excluded_cpu_ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
+namespace {
+// Set by host_made_the_context: -1 unknown, else whether the part used CUDA while it was loaded.
+int part_used_cuda_while_loading = -1;
+}  // namespace
+
+void host_made_the_context(bool used) {
+  part_used_cuda_while_loading = used ? 1 : 0;
+}
+
 bool cuda_context_before_harness() {
+  if (part_used_cuda_while_loading >= 0) return part_used_cuda_while_loading == 1;
   // Through the runtime's entry-point lookup, so the harness needs no link
   // to libcuda (and still starts, to say "no CUDA device", where there is none).
   using GetState = CUresult (*)(CUdevice, unsigned int*, int*);

@@ -63,7 +63,11 @@ class ApiRecorder {
 // Whether a CUDA context already existed when the harness's main() began:
 // only code of the part file (a global constructor) can have made one.
 // Call after cudaGetDeviceCount() and before any call that creates a context.
+// Where a host made the context itself before it loaded the part
+// (part_host_main.cu), it says so first: the answer is then whether the
+// part's code made CUDA calls while it was loaded.
 bool cuda_context_before_harness();
+void host_made_the_context(bool part_used_cuda_while_loading);
 
 // CPU clocks, in nanoseconds: this thread's, and the whole process's with the
 // children it has waited for.
