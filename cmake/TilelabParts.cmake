@@ -43,6 +43,8 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
   cmake_parse_arguments(ARG "NO_TEST;LIBRARY" "EXPECT" "" ${ARGN})
   set(target ${SET}_${PART})
   string(TOUPPER "${SIGNATURE}" signature_upper)
+  # The part's binding to the harness (grader/harness/part_binding.h), in its executable and its shared object.
+  set(binding TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
   add_executable(${target} "${PROJECT_SOURCE_DIR}/grader/harness/part_main.cu")
   if(SOURCE MATCHES "\\.o$")
     target_sources(${target} PRIVATE "${SOURCE}")
@@ -62,8 +64,7 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
     set_target_properties(${target}_object PROPERTIES POSITION_INDEPENDENT_CODE ON)
     add_library(${target}_library SHARED "${PROJECT_SOURCE_DIR}/grader/harness/part_library.cu")
     target_include_directories(${target}_library PRIVATE "${PROJECT_SOURCE_DIR}/grader/harness" "${PROJECT_SOURCE_DIR}/include")
-    target_compile_definitions(${target}_library PRIVATE
-      TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
+    target_compile_definitions(${target}_library PRIVATE ${binding})
     target_link_libraries(${target}_library PRIVATE ${target}_object)
     target_link_options(${target}_library PRIVATE "LINKER:-z,defs")
     set_target_properties(${target}_library PROPERTIES
@@ -71,26 +72,28 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
       LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/${SET}"
       CUDA_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
     if(TILELAB_BUILD_TESTS AND NOT ARG_NO_TEST)
-      add_test(NAME gpu.${SET}.${PART}.loaded
-               COMMAND tilelab_part_tests --part ${PART} --harness $<TARGET_FILE:tilelab-part-host>
-                       --library $<TARGET_FILE:${target}_library>
-                       --expect ${ARG_EXPECT} --assignment "${TILELAB_ASSIGNMENT_JSON}")
-      set_tests_properties(gpu.${SET}.${PART}.loaded PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: ")
+      _tilelab_part_test(gpu.${SET}.${PART}.loaded ${PART} ${ARG_EXPECT} $<TARGET_FILE:tilelab-part-host>
+                         --library $<TARGET_FILE:${target}_library>)
     endif()
   endif()
-  target_compile_definitions(${target} PRIVATE
-    TILELAB_PART_ID="${PART}" TILELAB_LAUNCHER=${LAUNCHER} TILELAB_SIGNATURE_${signature_upper})
+  target_compile_definitions(${target} PRIVATE ${binding})
   target_link_libraries(${target} PRIVATE tilelab::tilelab_harness)
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME ${PART}
     RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/${SET}")
   if(TILELAB_BUILD_TESTS AND NOT ARG_NO_TEST)
-    add_test(NAME gpu.${SET}.${PART}
-             COMMAND tilelab_part_tests --part ${PART} --harness $<TARGET_FILE:${target}>
-                     --expect ${ARG_EXPECT} --assignment "${TILELAB_ASSIGNMENT_JSON}")
-    # Without a GPU the tests print "skipped: no CUDA device"; CTest must count that as skipped.
-    set_tests_properties(gpu.${SET}.${PART} PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: ")
+    _tilelab_part_test(gpu.${SET}.${PART} ${PART} ${ARG_EXPECT} $<TARGET_FILE:${target}>)
   endif()
+endfunction()
+
+# A part's GPU test NAME: its public and hidden cases through HARNESS (and
+# the arguments after it), expecting EXPECT (tests/cpp/part_tests.cpp).
+function(_tilelab_part_test NAME PART EXPECT HARNESS)
+  add_test(NAME ${NAME}
+           COMMAND tilelab_part_tests --part ${PART} --harness ${HARNESS} ${ARGN}
+                   --expect ${EXPECT} --assignment "${TILELAB_ASSIGNMENT_JSON}")
+  # Without a GPU the tests print "skipped: no CUDA device"; CTest must count that as skipped.
+  set_tests_properties(${NAME} PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: ")
 endfunction()
 
 # tilelab_add_part_set(<set> <dir> EXPECT <status> [REQUIRED] [COMPILED] [LIBRARY])
