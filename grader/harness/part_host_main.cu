@@ -18,7 +18,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <string>
 
 #include <cuda_runtime.h>
 

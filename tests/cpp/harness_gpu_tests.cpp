@@ -345,17 +345,6 @@ TEST(TrustedHarness, TimesAPartLoadedByThePartHostAsItsExecutable) {
   }
 }
 
-// Copies `from` to `to` after `delay`, under another name first and then
-// renamed, as a build puts a part's library in place.
-std::thread put_in_place_after(std::filesystem::path from, std::filesystem::path to, std::chrono::milliseconds delay) {
-  return std::thread([=] {
-    std::this_thread::sleep_for(delay);
-    const auto partial = to.string() + ".partial";
-    std::filesystem::copy_file(from, partial);
-    std::filesystem::rename(partial, to);
-  });
-}
-
 // tilelab-part-host --wait makes its context before its library exists: the
 // trusted harness's run starts while the part is still being built and goes
 // on once the library is in place, with the same verdicts, and nothing of

@@ -98,11 +98,7 @@ TEST(PartHostWithoutGpu, WaitsForItsLibraryThenReportsNoDevice) {
   TempDir dir;
   const auto path = one_small_case(dir);
   const auto library = dir.path() / "libnaive.so";
-  std::thread build([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    std::filesystem::copy_file(naive_library(), dir.path() / "libnaive.so.tmp");
-    std::filesystem::rename(dir.path() / "libnaive.so.tmp", library);
-  });
+  std::thread build = put_in_place_after(naive_library(), library, std::chrono::milliseconds(500));
   const auto t0 = std::chrono::steady_clock::now();
   const ProcessResult r = run_process({part_host(), "--wait", library.string(), path.string()}, 60);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -128,6 +128,15 @@ HarnessService::~HarnessService() {
   stop();
 }
 
+std::thread put_in_place_after(std::filesystem::path from, std::filesystem::path to, std::chrono::milliseconds delay) {
+  return std::thread([=] {
+    std::this_thread::sleep_for(delay);
+    const auto partial = to.string() + ".partial";
+    std::filesystem::copy_file(from, partial);
+    std::filesystem::rename(partial, to);
+  });
+}
+
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
                        double timeout_s, bool trusted, const HarnessService* service,
                        const std::vector<std::string>& harness_args) {

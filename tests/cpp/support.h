@@ -2,10 +2,12 @@
 // a harness in a child process, and detecting a GPU.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "case_file.h"
@@ -79,6 +81,10 @@ class HarnessService {
 HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
                        double timeout_s = 300, bool trusted = false, const HarnessService* service = nullptr,
                        const std::vector<std::string>& harness_args = {});
+
+// Copies `from` to `to` after `delay`, under another name first and then
+// renamed, as a build puts a part's shared object in place. Join the thread.
+std::thread put_in_place_after(std::filesystem::path from, std::filesystem::path to, std::chrono::milliseconds delay);
 
 // A generated-input case with an output file; props and timing left empty.
 CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed,

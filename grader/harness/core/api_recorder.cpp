@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <thread>
 
 namespace tilelab {
@@ -214,16 +215,16 @@ void ApiRecorder::exclude_cpu_time(uint64_t ns) {
 }
 
 namespace {
-// Set by host_made_the_context: -1 unknown, else whether the part used CUDA while it was loaded.
-int part_used_cuda_while_loading = -1;
+// Set by host_made_the_context: whether the part used CUDA while it was loaded.
+std::optional<bool> part_used_cuda_while_loading;
 }  // namespace
 
 void host_made_the_context(bool used) {
-  part_used_cuda_while_loading = used ? 1 : 0;
+  part_used_cuda_while_loading = used;
 }
 
 bool cuda_context_before_harness() {
-  if (part_used_cuda_while_loading >= 0) return part_used_cuda_while_loading == 1;
+  if (part_used_cuda_while_loading.has_value()) return *part_used_cuda_while_loading;
   // Through the runtime's entry-point lookup, so the harness needs no link
   // to libcuda (and still starts, to say "no CUDA device", where there is none).
   using GetState = CUresult (*)(CUdevice, unsigned int*, int*);
