@@ -34,6 +34,12 @@ std::filesystem::path one_small_case(const TempDir& dir) {
   return path;
 }
 
+// A harness that ended as one without a GPU must: no_device, and saying so.
+void expect_no_device(const ProcessResult& r) {
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+}
+
 ProcessResult run_with_case_text(const std::string& text, const TempDir& dir) {
   const auto path = dir.path() / "cases.json";
   std::ofstream(path) << text;
@@ -82,15 +88,6 @@ TEST(PartHost, ALibraryItCannotLoadOrThatIsNoPartIsAUsageError) {
   }
 }
 
-TEST(PartHostWithoutGpu, ReportsNoDevice) {
-  if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
-  TempDir dir;
-  const auto path = one_small_case(dir);
-  const ProcessResult r = run_process({part_host(), naive_library(), path.string()}, 60);
-  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
-  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
-}
-
 // With --wait the host starts before its library exists and loads it once it
 // is renamed into place, as a build puts it: without a GPU it then says so.
 TEST(PartHostWithoutGpu, WaitsForItsLibraryThenReportsNoDevice) {
@@ -103,8 +100,7 @@ TEST(PartHostWithoutGpu, WaitsForItsLibraryThenReportsNoDevice) {
   const ProcessResult r = run_process({part_host(), "--wait", library.string(), path.string()}, 60);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   build.join();
-  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
-  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  expect_no_device(r);
   EXPECT_GE(waited, 0.5);
 }
 
@@ -155,12 +151,12 @@ INSTANTIATE_TEST_SUITE_P(
             "unknown key \"repetiions\""}),
     [](const testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 
+// The part's executable, and tilelab-part-host with the part's library, both say it.
 TEST(HarnessWithoutGpu, ReportsNoDevice) {
   if (gpu_available()) GTEST_SKIP() << "skipped: a GPU is present; this test is about machines without one";
   TempDir dir;
-  const ProcessResult r = run_with_case_text(kOneSmallCase, dir);
-  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
-  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  expect_no_device(run_with_case_text(kOneSmallCase, dir));
+  expect_no_device(run_process({part_host(), naive_library(), one_small_case(dir).string()}, 60));
 }
 
 TEST(TrustedHarnessWithoutGpu, ReportsNoDeviceFromTheLaunchersProcess) {
@@ -169,8 +165,7 @@ TEST(TrustedHarnessWithoutGpu, ReportsNoDeviceFromTheLaunchersProcess) {
   const auto path = one_small_case(dir);
   const ProcessResult r = run_process(
       {(build_dir() / "bin" / "tilelab-harness").string(), path.string(), "--", naive_harness().string()}, 60);
-  EXPECT_EQ(r.exit_code, to_int(ExitCode::kNoDevice)) << r.err;
-  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  expect_no_device(r);
 }
 
 TEST(TrustedHarness, ALauncherThatCannotStartIsAUsageError) {
