@@ -34,6 +34,11 @@ def test_each_part_is_built_with_the_commands_of_its_starter(root):
     assert any(a.endswith("starter_naive.dir/grader/harness/part_main.cu.o") and Path(a).is_file() for a in link)
     assert any(a.endswith("libtilelab_harness.a") and Path(a).is_absolute() for a in link)
     assert not any("starter_naive_object.dir" in a or "--dependency-file" in a for a in link)
+    # The shared object's link, from CMake's response files: the part's binding, the object, -z defs.
+    library = naive.library_command(Path("/y/naive.o"), Path("/y/libnaive.so"))
+    assert "/y/naive.o" in library and library[library.index("-o") + 1] == "/y/libnaive.so"
+    assert any(a.endswith("starter_naive_library.dir/grader/harness/part_library.cu.o") for a in library)
+    assert "-Wl,-z,defs" in library and not any(a.startswith("@") for a in library)
     # A tree named by a relative path gives the same commands: they run from the hand-in's own folder.
     relative = load_recipes(Path(os.path.relpath(build_dir())), list(assignment.parts))
     assert relative["naive"] == naive
@@ -112,17 +117,34 @@ def test_compile_error_audit_and_link_error_keep_their_three_messages(root, tmp_
     prebuilt = build_dir()
     for step, (source, words) in cases.items():
         work = tmp_path / str(step)
-        builder = SubmissionBuild(prebuilt, work)
+        # With libraries the part is linked as a shared object too, put in place only where it built.
+        builder = SubmissionBuild(prebuilt, work, libraries=True)
         builder.copy_sources([source])
         builder.prepare([naive])
+        assert builder.links_library(naive)
         built = builder.build_part(naive, 300)
         assert built.failed_step == step and words in (built.summary + built.details), (step, built.summary)
         if step is None:
             assert built.binary.is_file() and os.access(built.binary, os.X_OK)
+            assert built.library == builder.library_path(naive) and built.library.is_file()
+            symbols = subprocess.run(["nm", "-D", "--defined-only", str(built.library)], capture_output=True, text=True)
+            assert "tilelab_part_binding" in symbols.stdout
         else:
-            # The audit runs beside the link: a part that fails it keeps no executable.
+            # The audit runs beside the links: a part that fails it keeps no executable and no shared object.
             assert built.binary is None and not (builder.tree / naive.id).exists(), step
+            assert built.library is None and not builder.library_path(naive).exists(), step
+        assert not list(builder.tree.glob("*.partial"))
         shutil.rmtree(work)
+
+
+def test_a_build_without_libraries_links_no_shared_object(root, tmp_path):
+    naive = load_assignment(root / "assignment.yaml").part("naive")
+    builder = SubmissionBuild(build_dir(), tmp_path, libraries=False)
+    builder.copy_sources([root / "solutions/naive.cu"])
+    builder.prepare([naive])
+    assert not builder.links_library(naive)
+    built = builder.build_part(naive, 300)
+    assert built.ok and built.library is None and not builder.library_path(naive).exists()
 
 
 def test_the_audit_refuses_host_memory_calls_in_the_symbol_table(root, tmp_path):

@@ -38,6 +38,7 @@ class PartBuild:
     details: str
     binary: Optional[Path]
     seconds: float
+    library: Optional[Path] = None  # the part linked as a shared object too, where the build was asked for it
 
     @property
     def ok(self) -> bool:
@@ -65,12 +66,18 @@ class PartRecipe:
 
     compile_argv: tuple  # with {source} and {object} placeholders
     link_argv: tuple  # with {object} and {binary} placeholders
+    # The link of the part's shared object (tilelab_add_part LIBRARY), with {object} and {binary}
+    # placeholders; empty where the tree builds none.
+    library_argv: tuple = ()
 
     def compile_command(self, source: Path, obj: Path) -> list:
         return [str(source) if a == "{source}" else str(obj) if a == "{object}" else a for a in self.compile_argv]
 
     def link_command(self, obj: Path, binary: Path) -> list:
-        return [str(obj) if a == "{object}" else str(binary) if a == "{binary}" else a for a in self.link_argv]
+        return _filled(self.link_argv, obj, binary)
+
+    def library_command(self, obj: Path, library: Path) -> list:
+        return _filled(self.library_argv, obj, library)
 
     def for_device(self, compute_capability: Optional[str]) -> "PartRecipe":
         """The recipe narrowed to the one GPU the part will run on: of the
@@ -99,7 +106,11 @@ class PartRecipe:
         _, own_minor, arch = targets[own]
         narrowed = [a for a in self.compile_argv if not a.startswith(_TARGET) or a == own]
         narrowed[narrowed.index(own)] = f"{_TARGET}arch={arch},code=[sm_{major}{own_minor}]"
-        return PartRecipe(tuple(narrowed), self.link_argv)
+        return PartRecipe(tuple(narrowed), self.link_argv, self.library_argv)
+
+
+def _filled(argv: tuple, obj: Path, output: Path) -> list:
+    return [str(obj) if a == "{object}" else str(output) if a == "{binary}" else a for a in argv]
 
 
 # How CMake writes each of CMAKE_CUDA_ARCHITECTURES in a compile command.
@@ -149,27 +160,44 @@ def load_recipes(prebuilt: Path, parts: list, starter_set: str = "starter",
                               f"{_generator_advice(prebuilt)}")
         directory = Path(entry["directory"])
         compile_args = _absolute(shlex.split(entry["command"]), directory)
-        # The linker's dependency file (CMake 3.27+ with GNU ld) is Make's business, not a hand-in's.
-        link_args = _absolute([a for a in shlex.split(link_file.read_text().strip())
-                               if not a.startswith("-Wl,--dependency-file")], prebuilt)
         try:
             compile_args[compile_args.index("-c") + 1] = "{source}"
             compile_args[compile_args.index("-o") + 1] = "{object}"
-            starter_object = next(a for a in link_args if a.endswith(".o") and f"/{target}_object.dir/" in a)
-            link_args[link_args.index(starter_object)] = "{object}"
-            link_args[link_args.index("-o") + 1] = "{binary}"
+            link_args = _link_recipe(link_file, prebuilt, target)
+            library_file = prebuilt / "CMakeFiles" / f"{target}_library.dir" / "link.txt"
+            library_args = _link_recipe(library_file, prebuilt, target) if library_file.is_file() else []
         except (ValueError, IndexError, StopIteration):
             raise RecipeError(f"{prebuilt}: the commands that build {target} are not in a form the grader "
                               "knows") from None
-        recipes[part.id] = PartRecipe(tuple(compile_args), tuple(link_args)).for_device(compute_capability)
+        recipes[part.id] = PartRecipe(tuple(compile_args), tuple(link_args),
+                                      tuple(library_args)).for_device(compute_capability)
     return recipes
+
+
+def _link_recipe(link_file: Path, prebuilt: Path, target: str) -> list:
+    """A link command of the prebuilt tree with the starter's object and the
+    output as placeholders ({object}, {binary})."""
+    args = []
+    for a in shlex.split(link_file.read_text().strip()):
+        # CMake may list the objects and libraries of a shared object in response files.
+        args += shlex.split((prebuilt / a[1:]).read_text()) if a.startswith("@") else [a]
+    # The linker's dependency file (CMake 3.27+ with GNU ld) is Make's business, not a hand-in's.
+    args = _absolute([a for a in args if not a.startswith("-Wl,--dependency-file")], prebuilt)
+    starter_object = next(a for a in args if a.endswith(".o") and f"/{target}_object.dir/" in a)
+    args[args.index(starter_object)] = "{object}"
+    args[args.index("-o") + 1] = "{binary}"
+    return args
 
 
 class SubmissionBuild:
     """The build of one hand-in: each part compiled and linked like the
     prebuilt tree's own parts (PartRecipe), in a folder of its own."""
 
-    def __init__(self, prebuilt: Path, work_dir: Path, sandbox=None):
+    def __init__(self, prebuilt: Path, work_dir: Path, sandbox=None, libraries: bool = False):
+        """`libraries`: each part is linked as a shared object too, where the
+        tree says how (PartRecipe.library_argv), and put in place at
+        library_path() once it has passed the audit: a run begun while the
+        part compiles waits there for it (tilelab-part-host --wait)."""
         self.prebuilt = prebuilt
         self.sources = work_dir / "sources"
         self.tree = work_dir / "build"
@@ -177,6 +205,14 @@ class SubmissionBuild:
         # Compiling follows the student's #include directives (and could print
         # any file they name), so it runs in the sandbox.
         self.sandbox = sandbox
+        self.libraries = libraries
+
+    def library_path(self, part: Part) -> Path:
+        return self.tree / f"lib{part.id}.so"
+
+    def links_library(self, part: Part) -> bool:
+        """Whether build_part will put the part's shared object in place if it builds."""
+        return self.libraries and bool(self.recipes[part.id].library_argv)
 
     def copy_sources(self, files: list) -> None:
         """Copies the named part files (already checked to be plain files)."""
@@ -214,13 +250,17 @@ class SubmissionBuild:
         if compiled.exit_code != 0 or not obj.is_file():
             return PartBuild("compile", f"{part.file} does not compile",
                              compiler_messages(compiled.output), None, seconds)
-        # The symbol audit (two nm runs) runs beside the link, which runs
+        # The symbol audit (two nm runs) runs beside the links, which run
         # nothing of the part: a part that fails the audit loses its
         # executable, and its message is the audit's.
-        with ThreadPoolExecutor(max_workers=1) as beside:
+        library = self.library_path(part) if self.links_library(part) else None
+        partial = library.with_name(library.name + ".partial") if library else None
+        with ThreadPoolExecutor(max_workers=2) as beside:
             linking = beside.submit(self._run, recipe.link_command(obj, binary), timeout_s)
+            shared = beside.submit(self._run, recipe.library_command(obj, partial), timeout_s) if partial else None
             audit = audit_object(obj)
             linked = linking.result()
+            shared_ok = shared is not None and shared.result().exit_code == 0 and partial.is_file()
         if not audit.ok:
             binary.unlink(missing_ok=True)
             return PartBuild("audit", audit.summary, audit.details, None, seconds)
@@ -231,7 +271,10 @@ class SubmissionBuild:
                 f"{part.file} compiles but does not link: is {part.launcher} declared exactly as the contract says?",
                 compiler_messages(linked.output), None, seconds,
             )
-        return PartBuild(None, f"{part.file} compiled and linked", "", binary, seconds)
+        if shared_ok:
+            partial.rename(library)  # in place only now: a run waiting for it loads it at once
+        return PartBuild(None, f"{part.file} compiled and linked", "", binary, seconds,
+                         library if shared_ok else None)
 
     def _run(self, argv: list, timeout_s: float) -> process.Completed:
         # Each part is its own compiler process: a part that takes forever to

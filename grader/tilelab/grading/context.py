@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..spec.assignment import Assignment, Part, load_assignment
 from ..system import owned_dirs
@@ -28,6 +28,9 @@ from .handin_files import Located, locate
 from .model import STAGES, CaseResult, PartResult, Stage
 from .options import GradeOptions
 from .trusted_harness import SERVICES, KeptServices, TrustedHarness
+
+if TYPE_CHECKING:
+    from .stages.early_runs import EarlyRuns
 
 
 def times_early(opt: GradeOptions, parts: list) -> bool:
@@ -47,11 +50,13 @@ class Tools:
     probe: Path  # tilelab-roofline: the GPU's properties and its measured ceilings
     harness: Path  # the trusted harness: the clock that is scored
     contain: Path  # tilelab-contain: what a run starts ends with it
+    part_host: Path  # tilelab-part-host: a part built as a shared object, loaded (absent from older trees)
 
     @classmethod
     def of(cls, build_dir: Path) -> "Tools":
         return cls(tool_path(build_dir, "tilelab-verify"), tool_path(build_dir, "tilelab-roofline"),
-                   tool_path(build_dir, "tilelab-harness"), tool_path(build_dir, "tilelab-contain"))
+                   tool_path(build_dir, "tilelab-harness"), tool_path(build_dir, "tilelab-contain"),
+                   tool_path(build_dir, "tilelab-part-host"))
 
 
 @dataclass
@@ -78,6 +83,7 @@ class Grading:
     located: Optional[Located] = None  # where the hand-in's files were found (handin_files.locate)
     held_user: Optional[HeldSandbox] = None  # the sandbox user this grading holds host-wide (_held_sandbox)
     owns_trusted: bool = True  # False: `trusted` is kept for the next check (KeptServices), not closed here
+    early: Optional["EarlyRuns"] = None  # a check's runs begun while their parts compile (stages/early_runs.py)
 
     def misplaced_hints(self, name: str) -> list:
         """Where a file expected as `name` was found instead, when it was missing."""

@@ -26,6 +26,7 @@ from .options import GradeOptions
 from .stages.build_parts import build_parts, check_sources
 from .stages.cases import run_cases
 from .stages.device import GpuSide
+from .stages.early_runs import EarlyRuns, begins_runs_early
 from .stages.finish import finish_parts, grade_questions
 from .stages.speed import time_parts, timing_begun
 from .trusted_harness import KeptServices
@@ -51,12 +52,22 @@ def grade(submission: Path, options: GradeOptions, *, sandbox: Optional[Sandbox]
 
 
 def _stages(g: Grading) -> GradeResult:
+    try:
+        return _stages_in_order(g)
+    finally:
+        if g.early is not None:
+            g.early.close()
+
+
+def _stages_in_order(g: Grading) -> GradeResult:
     states = [new_part_state(p, g.submission, g.sets) for p in g.parts]
     gpu_side = GpuSide(g) if states else None
     if states:
         g.progress("static checks, then the build")
     with g.timed("static checks"):
         check_sources(g, states)
+    if gpu_side is not None and begins_runs_early(g, gpu_side):
+        g.early = EarlyRuns(g, g.tools.part_host)
     with g.timed("build"):
         built_for = build_parts(g, states, gpu_side.capability if gpu_side else lambda: None)
     gpu = gpu_side.device() if gpu_side else None
@@ -64,6 +75,9 @@ def _stages(g: Grading) -> GradeResult:
     if built_for is not None and probed is not None and built_for != probed:
         # Built for the capability a probe found on this host before (stages/device.py), and the GPU is
         # another now: every part from the start, for the GPU probed.
+        if g.early is not None:
+            g.early.close()  # they wait for shared objects built for the other GPU
+            g.early = None
         states = [new_part_state(p, g.submission, g.sets) for p in g.parts]
         with g.timed("static checks"):
             check_sources(g, states)

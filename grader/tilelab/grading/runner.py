@@ -127,7 +127,7 @@ def write_cases(
 def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
                 wrapper: Sequence = (), cancel: Optional["threading.Event"] = None,
                 trusted: Optional["TrustedHarness"] = None, timed: bool = False,
-                paused: Optional[Callable[[], float]] = None) -> HarnessRun:
+                paused: Optional[Callable[[], float]] = None, launcher: Sequence = ()) -> HarnessRun:
     """Runs a part's harness on a case file.
 
     With `trusted` (trusted_harness.py), tilelab-harness runs the cases and
@@ -140,16 +140,19 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     the sandbox's folder is watched for its disk quota and taken back before
     the results are read. The part's executable runs with ONE_WORK_QUEUE;
     a run that is not `timed` runs in the background (process.run).
-    `paused`: the time it has waited at its GPU turn, not held against
-    `timeout_s` (gpu_turn.py)."""
+    `paused`: the time it has waited at its GPU turn, or for its part to be
+    built, not held against `timeout_s` (gpu_turn.py, early_runs.py).
+    `launcher`: the command that serves the part instead of its executable
+    (tilelab-part-host --wait and the part's shared object)."""
     work = case_file.parent
     result_path = work / "result.json"
     if result_path.exists():
         result_path.unlink()
+    part = list(launcher) or [binary]
     if trusted is None:
-        run_dir, command = work, [*wrapper, binary, case_file]
+        run_dir, command = work, [*wrapper, *part, case_file]
     else:
-        run_dir, command = work / "launcher", [*wrapper, binary]
+        run_dir, command = work / "launcher", [*wrapper, *part]
     sandbox.own(run_dir)
     if trusted is not None and sandbox.switches_user:
         work.chmod(0o711)  # the launcher passes through to its folder, and can list nothing here

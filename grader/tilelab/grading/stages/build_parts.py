@@ -56,7 +56,7 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
     submission_dir = g.work / private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
-    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=g.sandbox)
+    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=g.sandbox, libraries=g.early is not None)
     builder.copy_sources([s.source for s in todo])
     limit = g.limits["build"]
     try:
@@ -66,8 +66,19 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
             s.set("build", "error", "the grader could not prepare the build (not your fault)", str(e))
             s.skip_from("correctness", "not run: the build could not be prepared")
         return capability
+    if g.early is not None:
+        for s in todo:
+            if builder.links_library(s.part):
+                g.early.begin(s, builder.library_path(s.part))
+
+    def build(s):
+        b = builder.build_part(s.part, limit)
+        if g.early is not None:
+            g.early.built(s, b.ok and b.library is not None)
+        return b
+
     with ThreadPoolExecutor(max_workers=min(len(todo), opt.jobs)) as pool:
-        builds = list(pool.map(lambda s: builder.build_part(s.part, limit), todo))
+        builds = list(pool.map(build, todo))
     builder.seal()
     for s, b in zip(todo, builds):
         if b.failed_step == "audit":

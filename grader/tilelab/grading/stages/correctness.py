@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ...spec.assignment import Part
 from ...system import process
@@ -17,6 +17,9 @@ from ..diagnose import case_hints
 from ..launch_checks import launch_rows
 from ..model import CaseResult, ElementError
 from ..runner import HarnessRun, case_seed, may_be_disturbed, run_harness, verify, write_cases
+
+if TYPE_CHECKING:
+    from .early_runs import EarlyStart
 
 
 def _harness_failure(run) -> Optional[str]:
@@ -108,12 +111,14 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     sets = tuple(name for name in g.sets if s.part.cases[name])
     runs = []
     if g.trusted is not None and sets == ("public", "hidden"):
-        runs.append(_run_sets(g, s, sets, limit, exit_codes, "cases"))
+        runs.append(run_sets(g, s, sets, limit, exit_codes, "cases"))
         if not runs[0].hidden_began and _harness_failure(runs[0].run) != "timeout":
-            runs.append(_run_sets(g, s, ("hidden",), limit, exit_codes, "hidden"))
+            runs.append(run_sets(g, s, ("hidden",), limit, exit_codes, "hidden"))
     else:
         for set_name in sets:
-            runs.append(_run_sets(g, s, (set_name,), limit, exit_codes, set_name))
+            # A check's public cases may have begun while the part compiled (early_runs.py).
+            begun = g.early.take(s) if g.early is not None and set_name == "public" else None
+            runs.append(begun or run_sets(g, s, (set_name,), limit, exit_codes, set_name))
             if _harness_failure(runs[-1].run) == "timeout":
                 break  # a part that hangs would hang again: the other set is not run
     cases: dict = {}
@@ -143,7 +148,7 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     if not s.cases_all_passed and "public" in sets:
         shown = next((r for r in runs if not r.hidden_began), None)
         if shown is None:  # its verdicts are the run's above; only what it prints is read
-            shown = _run_sets(g, s, ("public",), limit, exit_codes, "public")
+            shown = run_sets(g, s, ("public",), limit, exit_codes, "public")
             seconds += shown.run.seconds
         student_output = _excerpt(shown.run.output)
     s.set("correctness", "passed" if s.cases_all_passed else "failed", summary, student_output, seconds,
@@ -153,15 +158,17 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
 
 
 @dataclass
-class _SetsRun:
+class SetsRun:
     run: HarnessRun
     cases: list  # CaseResult of its cases; of the public ones only where it never began its hidden ones
     hidden_began: bool
 
 
-def _run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: dict, label: str) -> _SetsRun:
+def run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: dict, label: str,
+              early: Optional[EarlyStart] = None) -> SetsRun:
     """One harness run of the part's cases of `sets`, each set with the inputs
-    a run of its own gives it; its staff log is `<part>-<label>`."""
+    a run of its own gives it; its staff log is `<part>-<label>`. `early`: the
+    run begins before the part is built (early_runs.py)."""
     reverse = s.case_file_names
     entries, seeds = [], []
     for set_name in sets:
@@ -172,7 +179,11 @@ def _run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: d
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{label}"), g.seed, seeds=seeds)
     hidden = {reverse.get(c.name, c.name) for c in s.part.cases["hidden"]} if "hidden" in sets else set()
     watch = HiddenStart(case_file.parent / "result.json", hidden) if len(sets) > 1 and hidden else None
-    run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=watch)
+    if early is not None:
+        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=early.waited,
+                          cancel=early.called_off, launcher=early.launcher)
+    else:
+        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=watch)
     _staff_log(g, f"{s.part.id}-{label}", run)
     verdict = verify(g.tools.verify, case_file)
     cases = _case_results(verdict, sets, s.part, s.hidden_names)
@@ -180,7 +191,7 @@ def _run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: d
     began = sets == ("hidden",) or (bool(hidden) and hidden_began(run.result, hidden))
     if not began:  # as a run of the public cases alone: the hidden ones are still to run, not stopped before
         cases = [c for c in cases if c.set != "hidden"]
-    return _SetsRun(run, cases, began)
+    return SetsRun(run, cases, began)
 
 
 def hidden_began(result, hidden: set) -> bool:

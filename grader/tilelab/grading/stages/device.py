@@ -44,6 +44,11 @@ class GpuSide:
             return known
         return gpu.get("compute_capability") if isinstance(gpu, dict) else None
 
+    def seen_before(self) -> bool:
+        """Whether a probe found this GPU before, on this host: runs may begin
+        before this grading's own probe is over (early_runs.py)."""
+        return bool(_probed_capability.get(self._gpu_key) or recall_capability(self._gpu_key))
+
     def device(self) -> Optional[dict]:
         """The device's facts, None without a usable GPU (a note says why)."""
         return self._device.result()
