@@ -67,9 +67,12 @@ function(tilelab_add_part SET PART SOURCE LAUNCHER SIGNATURE)
     target_compile_definitions(${target}_library PRIVATE ${binding})
     target_link_libraries(${target}_library PRIVATE ${target}_object)
     target_link_options(${target}_library PRIVATE "LINKER:-z,defs")
+    # The CUDA runtime shared, the one the harness itself uses: a runtime of the part's own would set
+    # itself up inside the launcher's first call, with calls (cuGetProcAddress) the launch checks refuse.
     set_target_properties(${target}_library PROPERTIES
       OUTPUT_NAME ${PART}
       LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/${SET}"
+      CUDA_RUNTIME_LIBRARY Shared
       CUDA_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
     if(TILELAB_BUILD_TESTS AND NOT ARG_NO_TEST)
       _tilelab_part_test(gpu.${SET}.${PART}.loaded ${PART} ${ARG_EXPECT} $<TARGET_FILE:tilelab-part-host>

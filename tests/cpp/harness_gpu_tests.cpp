@@ -277,6 +277,14 @@ CaseFile checked_then_timed(const std::string& part) {
   return f;
 }
 
+// Whether a call's recorded API calls name `name` (CUPTI's names carry a version suffix).
+bool made_call(const json& record, const std::string& name) {
+  for (const auto& [called, count] : record.at("api_calls").items()) {
+    if (called.rfind(name, 0) == 0 && count.get<int>() > 0) return true;
+  }
+  return false;
+}
+
 // tilelab-harness times the references with their launchers in a child
 // process: the outputs are right, the records come back, and the trusted
 // clock costs little over the events of the in-process harness on the same
@@ -333,6 +341,10 @@ TEST(TrustedHarness, TimesAPartLoadedByThePartHostAsItsExecutable) {
     EXPECT_EQ(verdict.at("cases_passed"), 2) << verdict.dump(2);
     ASSERT_FALSE(loaded.result->at("cases").at(0).at("launches").empty());
     EXPECT_EQ(loaded.result->at("part"), part);
+    // The part shares the harness's CUDA runtime: none of its set-up (functions looked up by name, which
+    // the launch checks refuse) falls in the launcher's first call.
+    EXPECT_FALSE(made_call(loaded.result->at("cases").at(0), "cuGetProcAddress"));
+    EXPECT_TRUE(made_call(loaded.result->at("cases").at(0), "cudaLaunchKernel"));
     const HarnessRun linked = run_harness(reference(part), f, dir.path() / "linked", 300, true, &service);
     ASSERT_EQ(linked.process.exit_code, 0) << linked.process.err;
     const json linked_verdict = verify_run(linked.cases, *linked.result);
@@ -374,6 +386,7 @@ TEST(PartHost, WaitsForItsLibraryWithItsContextMade) {
   EXPECT_EQ(waited.result->at("cuda_in_use_at_start"), false);
   EXPECT_EQ(verify_run(waited.cases, *waited.result).at("cases_passed"), 2);
   EXPECT_FALSE(waited.result->at("cases").at(0).at("launches").empty());
+  EXPECT_FALSE(made_call(waited.result->at("cases").at(0), "cuGetProcAddress"));
 
   const auto t1 = std::chrono::steady_clock::now();
   const HarnessRun plain = run_harness(host, f, dir.path() / "plain", 300, true, &service, {built.string()});
