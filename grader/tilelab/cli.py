@@ -246,7 +246,8 @@ def check(ctx: click.Context, part: str | None, work_dir: str | None, build_dir:
 
         sys.exit(remote_check(root, submission, out, part_ids, answers_only))
     options = GradeOptions.for_tree(root, build, out, mode="check", parts=part_ids, answers_only=answers_only,
-                                    questions=part is None, sanitizers=not (no_sanitizers or fast), timing=not fast)
+                                    questions=part is None, sanitizers=not (no_sanitizers or fast), timing=not fast,
+                                    early_runs=True)
     warm_up = (lambda: None) if answers_only else (lambda: _warm_up(build))
     if watch:
         from .operations.check_watch import watch_checks

@@ -44,6 +44,10 @@ class GradeOptions:
     counters: str = "inline"  # COUNTERS: when each timed part's hardware counters are read
     jobs: int = field(default_factory=lambda: build_jobs_each(1))  # compiler jobs of this grading
     answer_key: Optional[Path] = None  # default: the first of ANSWER_KEY_PLACES under root that exists
+    # A check on the student's own GPU: each part's runs begin while it compiles (stages/early_runs.py).
+    # Off where gradings share the GPU (a worker, a batch): a run begun early holds the GPU shared
+    # through its part's build, and would hold off their timing turns that long.
+    early_runs: bool = False
 
     @classmethod
     def for_tree(cls, root: Path, build_dir: Path, out_dir: Path, **choices) -> "GradeOptions":

@@ -30,9 +30,10 @@ if TYPE_CHECKING:
 
 def begins_runs_early(g: Grading, gpu: "GpuSide") -> bool:
     """Whether this grading's parts begin their public cases as they compile:
-    a check through the trusted harness, on a GPU a probe found here before,
-    with a tree that has tilelab-part-host."""
-    return (g.options.mode == "check" and g.sets == ("public",) and g.trusted is not None
+    a check that asks for it (GradeOptions.early_runs), through the trusted
+    harness, on a GPU a probe found here before, with a tree that has
+    tilelab-part-host."""
+    return (g.options.early_runs and g.options.mode == "check" and g.sets == ("public",) and g.trusted is not None
             and g.tools.part_host.is_file() and gpu.seen_before())
 
 
