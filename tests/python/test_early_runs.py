@@ -66,3 +66,35 @@ def test_a_part_that_does_not_build_calls_its_run_off(tmp_path):
         early.close()
     finally:
         g.close()
+
+
+def test_a_check_where_a_gpu_was_seen_before_begins_early_and_ends_well_without_one(tmp_path, monkeypatch):
+    """The driver lists a GPU that a probe found before, and CUDA cannot use it
+    now (say, a driver updated without a reboot): the check begins its part's
+    run as the part compiles, the build puts the shared object in place, the
+    run ends at its start, and the check says there is no GPU."""
+    from tilelab.grading import remembered_capability as remembered
+    from tilelab.grading.model import NO_GPU
+    from tilelab.grading.options import GradeOptions
+    from tilelab.grading.pipeline import grade
+    from tilelab.system.sandbox import Sandbox
+
+    build = built_tree("bin/tilelab-part-host")
+    gpus = tmp_path / "gpus"
+    (gpus / "0000:01:00.0").mkdir(parents=True)
+    (gpus / "0000:01:00.0" / "information").write_text("Model: \t NVIDIA H100 80GB HBM3\nBus Location: 0000:01:00.0\n")
+    monkeypatch.setattr(remembered, "NVIDIA_GPUS", gpus)
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+    sandbox = Sandbox()
+    remembered.remember_capability(tuple(sorted(sandbox.extra_env.items())), "9.0")
+    options = GradeOptions.for_tree(ROOT, build, tmp_path / "out", mode="check", parts=("naive",), questions=False,
+                                    sanitizers=False, timing=False, early_runs=True)
+    result = grade(ROOT / "solutions", options, sandbox=sandbox)
+    naive = result.parts[0]
+    if result.gpu is not None:
+        import pytest
+        pytest.skip("skipped: a CUDA device is here; this test is about a GPU seen before and gone")
+    assert naive.stages["build"].status == "passed"
+    assert naive.stages["correctness"].status == "not_run" and naive.stages["correctness"].summary == NO_GPU
+    log = tmp_path / "out" / "staff" / "logs" / "naive-public.log"
+    assert log.is_file() and log.read_text().startswith("exit 5 ")  # begun early: it ended no_device
