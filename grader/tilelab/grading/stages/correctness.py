@@ -4,6 +4,7 @@ shown of them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -182,6 +183,7 @@ def run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: di
     if early is not None:
         run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=early.waited,
                           cancel=early.called_off, launcher=early.launcher)
+        run = dataclasses.replace(run, seconds=max(0.0, run.seconds - early.waited()))  # its cases, not the build
     else:
         run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=watch)
     _staff_log(g, f"{s.part.id}-{label}", run)
