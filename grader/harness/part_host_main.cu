@@ -2,10 +2,20 @@
 // (part_library.cu), which it loads before it runs anything of the part.
 //
 // Usage:  tilelab-part-host [--wait] LIBRARY CASE_FILE | --describe | --serve ...
+//         tilelab-part-host --each LIBRARY CASE_FILE [LIBRARY CASE_FILE ...]
 // Everything after LIBRARY is the part executable's command line
 // (core/harness.h); the run is the same, its launcher loaded instead of
 // linked in. A library that cannot be loaded, or that names no part, ends
 // the run with kUsage and says why.
+//
+// With --each the host runs several parts' case files in this one process,
+// in turn, as each part's executable would run its own: one
+// compute-sanitizer run checks a hand-in's parts instead of one run a part.
+// It stops at the first part whose run does not end well (a CUDA error may
+// leave the context unusable for the next) and ends with that run's status;
+// every part's result file says how far it got. Launches are not recorded
+// there (CUPTI and the sanitizers do not share a process well): a case file
+// that asks for it ends the run with kUsage.
 //
 // With --wait the host makes its CUDA context first, then waits for LIBRARY
 // to appear (the build renames it into place once it is linked): a run can
@@ -25,6 +35,8 @@
 #include "core/case_file.h"
 #include "core/harness.h"
 #include "core/launch_recorder.h"
+#include "core/process_guard.h"
+#include "tilelab/part.h"
 
 namespace {
 
@@ -35,8 +47,9 @@ constexpr useconds_t kLookEveryUs = 2000;
 int usage(const char* program) {
   std::fprintf(stderr,
                "usage: %s [--wait] LIBRARY CASE_FILE | --describe | --serve CONTROL_FD REQUESTS_FD REPLIES_FD "
-               "[--record]\n",
-               program);
+               "[--record]\n"
+               "       %s --each LIBRARY CASE_FILE [LIBRARY CASE_FILE ...]\n",
+               program, program);
   return static_cast<int>(tilelab::ExitCode::kUsage);
 }
 
@@ -81,9 +94,45 @@ void* load_when_there(const char* library, bool record) {
   return handle;
 }
 
+// The part's binding in the loaded `handle`, or null with why said.
+const tilelab::PartBinding* binding_in(void* handle, const char* library) {
+  if (handle == nullptr) {
+    std::fprintf(stderr, "tilelab-part-host: cannot load the part: %s\n", dlerror());  // dlerror names the file
+    return nullptr;
+  }
+  auto binding_of = reinterpret_cast<BindingOf>(dlsym(handle, "tilelab_part_binding"));
+  if (binding_of == nullptr) {
+    refuse(library, "not a part built by tilelab (no tilelab_part_binding)");
+    return nullptr;
+  }
+  const tilelab::PartBinding* binding = binding_of();
+  if (binding == nullptr || binding->call == nullptr) {
+    refuse(library, "its part binding is empty");
+    return nullptr;
+  }
+  return binding;
+}
+
+// --each: the parts' case files in turn, in this process, until one does not end well.
+int run_each(int count, char** pairs) {
+  if (count == 0 || count % 2 != 0) return usage("tilelab-part-host");
+  tilelab::install_signal_guards();
+  for (int i = 0; i < count; i += 2) {
+    const char* library = pairs[i];
+    const char* case_file = pairs[i + 1];
+    if (records(1, pairs + i + 1)) return refuse(case_file, "parts run with --each record no launches");
+    const tilelab::PartBinding* binding = binding_in(dlopen(library, RTLD_NOW | RTLD_LOCAL), library);
+    if (binding == nullptr) return static_cast<int>(tilelab::ExitCode::kUsage);
+    const tilelab::ExitCode code = tilelab::run_in_this_process(case_file, *binding);
+    if (code != tilelab::ExitCode::kOk) return static_cast<int>(code);
+  }
+  return static_cast<int>(tilelab::ExitCode::kOk);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--each") == 0) tilelab::end_process(static_cast<tilelab::ExitCode>(run_each(argc - 2, argv + 2)));
   const bool wait = argc > 1 && std::strcmp(argv[1], "--wait") == 0;
   const int first = wait ? 2 : 1;  // LIBRARY
   if (argc < first + 2) return usage(argv[0]);
@@ -91,14 +140,8 @@ int main(int argc, char** argv) {
   // RTLD_LOCAL: a part's own symbols (its kernels, helpers, its CUDA runtime) stay its own.
   void* handle = wait ? load_when_there(library, records(argc - first - 1, argv + first + 1))
                       : dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    std::fprintf(stderr, "tilelab-part-host: cannot load the part: %s\n", dlerror());  // dlerror names the file
-    return static_cast<int>(tilelab::ExitCode::kUsage);
-  }
-  auto binding_of = reinterpret_cast<BindingOf>(dlsym(handle, "tilelab_part_binding"));
-  if (binding_of == nullptr) return refuse(library, "not a part built by tilelab (no tilelab_part_binding)");
-  const tilelab::PartBinding* binding = binding_of();
-  if (binding == nullptr || binding->call == nullptr) return refuse(library, "its part binding is empty");
+  const tilelab::PartBinding* binding = binding_in(handle, library);
+  if (binding == nullptr) return static_cast<int>(tilelab::ExitCode::kUsage);
   // The program's name takes LIBRARY's place: the harness reads its arguments after it.
   argv[first] = argv[0];
   return tilelab::harness_main(argc - first, argv + first, *binding);

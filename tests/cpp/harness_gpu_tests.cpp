@@ -417,6 +417,63 @@ TEST(PartHost, TellsCudaUsedWhileThePartWasLoaded) {
   EXPECT_EQ(linked.result->at("cuda_in_use_at_start"), true);
 }
 
+// tilelab-part-host --each runs several parts' case files in one process, one
+// after another, with the verdicts each part's own executable gets. Under
+// compute-sanitizer that is one run for a hand-in's parts, and memcheck still
+// finds a bad access in a part loaded after another. A part whose run ends
+// badly ends the run there: the parts after it are not run.
+TEST(PartHost, RunsEachPartInTurnInOneProcess) {
+  TILELAB_REQUIRE_GPU();
+  const std::string host = (build_dir() / "bin" / "tilelab-part-host").string();
+  TempDir dir;
+  // The command that runs `parts` (a library and the part it serves) in turn, and their case files.
+  auto each = [&](const std::vector<std::pair<std::filesystem::path, std::string>>& parts, const std::string& run) {
+    std::vector<std::string> command{host, "--each"};
+    std::vector<CaseFile> files;
+    for (const auto& [library, part] : parts) {
+      CaseFile f = two_cases(part);
+      f.record_launches = false;
+      files.push_back(write_case_file(f, dir.path() / run / std::to_string(files.size())));
+      command.push_back(library.string());
+      command.push_back(files.back().path.string());
+    }
+    return std::make_pair(command, files);
+  };
+  const auto naive = build_dir() / "reference" / "libnaive.so";
+  const auto tiled = build_dir() / "reference" / "libtiled.so";
+
+  const auto [command, files] = each({{naive, "naive"}, {tiled, "tiled"}}, "good");
+  const ProcessResult r = run_process(command, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const CaseFile& f : files) {
+    const json result = read_json_file(f.result);
+    EXPECT_EQ(result.at("part"), f.part);
+    EXPECT_EQ(result.at("state"), "finished");
+    EXPECT_EQ(verify_run(f, result).at("cases_passed"), 2) << f.part;
+  }
+
+  const auto [faulting, faulted] =
+      each({{build_dir() / "probe_kernel_fault" / "libnaive.so", "naive"}, {tiled, "tiled"}}, "fault");
+  const ProcessResult stopped = run_process(faulting, 300);
+  EXPECT_EQ(stopped.exit_code, to_int(ExitCode::kKernelFault)) << stopped.err;
+  EXPECT_FALSE(std::filesystem::exists(faulted.at(1).result));  // not begun after the fault
+
+  const std::filesystem::path sanitizer = "/usr/local/cuda/bin/compute-sanitizer";
+  if (!std::filesystem::exists(sanitizer)) GTEST_SKIP() << "skipped: no compute-sanitizer here";
+  const std::vector<std::string> memcheck{sanitizer.string(), "--tool", "memcheck", "--error-exitcode", "86",
+                                          "--target-processes", "application-only"};
+  std::vector<std::string> clean = memcheck;
+  clean.insert(clean.end(), command.begin(), command.end());
+  const ProcessResult checked = run_process(clean, 300);
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+  auto [bad, bad_files] =
+      each({{naive, "naive"}, {build_dir() / "probe_kernel_fault" / "libnaive.so", "naive"}}, "fault-checked");
+  bad.insert(bad.begin(), memcheck.begin(), memcheck.end());
+  const ProcessResult found = run_process(bad, 300);
+  EXPECT_EQ(found.exit_code, 86) << found.out << found.err;
+  EXPECT_NE((found.out + found.err).find("Invalid __global__ write"), std::string::npos) << found.out << found.err;
+}
+
 // The API recorder names the launcher's own calls, not the harness's, and a
 // launcher that only launches spends well under the grader's floor of host
 // CPU time outside CUDA calls (HOST_CPU_FLOOR_MS in launch_checks.py, 2 ms),

@@ -88,6 +88,34 @@ TEST(PartHost, ALibraryItCannotLoadOrThatIsNoPartIsAUsageError) {
   }
 }
 
+// --each takes pairs of a library and a case file, runs no part that would
+// record its launches, and refuses a library that is no part.
+TEST(PartHost, EachTakesPartsInPairsThatRecordNoLaunches) {
+  TempDir dir;
+  const auto path = one_small_case(dir);  // records launches: the schema's default
+  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
+           {part_host(), "--each"}, {part_host(), "--each", naive_library()},
+           {part_host(), "--each", naive_library(), path.string(), naive_library()}}) {
+    const ProcessResult r = run_process(command, 60);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("usage:"), std::string::npos) << r.err;
+  }
+  ProcessResult r = run_process({part_host(), "--each", naive_library(), path.string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("record no launches"), std::string::npos) << r.err;
+  const auto quiet = dir.path() / "quiet.json";
+  std::ofstream(quiet) << R"({"version":1,"part":"naive","result":"r.json","record_launches":false,)"
+                          R"("cases":[{"name":"a","j":4,"k":4,"l":4,"inputs":{"seed":1}}]})";
+  r = run_process({part_host(), "--each", (dir.path() / "libnothing.so").string(), quiet.string()}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("libnothing.so"), std::string::npos) << r.err;
+  if (gpu_available()) return;
+  // Without a GPU the first part's run says so, and the run ends there.
+  r = run_process({part_host(), "--each", naive_library(), quiet.string(), naive_library(), quiet.string()}, 60);
+  expect_no_device(r);
+  EXPECT_EQ(r.err.find("no CUDA device"), r.err.rfind("no CUDA device")) << r.err;
+}
+
 // With --wait the host starts before its library exists and loads it once it
 // is renamed into place, as a build puts it: without a GPU it then says so.
 TEST(PartHostWithoutGpu, WaitsForItsLibraryThenReportsNoDevice) {

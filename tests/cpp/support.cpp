@@ -137,9 +137,7 @@ std::thread put_in_place_after(std::filesystem::path from, std::filesystem::path
   });
 }
 
-HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
-                       double timeout_s, bool trusted, const HarnessService* service,
-                       const std::vector<std::string>& harness_args) {
+CaseFile write_case_file(CaseFile cases, const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   cases.result = dir / "result.json";
   for (CaseSpec& c : cases.cases) {
@@ -147,6 +145,13 @@ HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, con
   }
   cases.path = dir / "cases.json";
   write_json_file(cases.path, case_file_to_json(cases));
+  return cases;
+}
+
+HarnessRun run_harness(const std::filesystem::path& harness, CaseFile cases, const std::filesystem::path& dir,
+                       double timeout_s, bool trusted, const HarnessService* service,
+                       const std::vector<std::string>& harness_args) {
+  cases = write_case_file(std::move(cases), dir);
   HarnessRun run;
   // Only trusted runs need the build tree: the part tests run without TILELAB_BUILD_DIR.
   auto tool = [] { return (build_dir() / "bin" / "tilelab-harness").string(); };

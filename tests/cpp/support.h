@@ -72,6 +72,10 @@ class HarnessService {
   int stdin_ = -1;
 };
 
+// Writes `cases` as run_harness does, its result file and the output file of
+// every case without timing placed in `dir`, and returns it with its paths.
+CaseFile write_case_file(CaseFile cases, const std::filesystem::path& dir);
+
 // Writes `cases` and runs the harness on it. The result file, and the output
 // file of every case without timing, are placed in `dir`. With `trusted`,
 // tilelab-harness runs the cases and `harness` serves only its launcher:

@@ -350,19 +350,22 @@ int harness_main(int argc, char** argv, const PartBinding& part) {
     end_process(ExitCode::kUsage);
   }
   install_signal_guards();
+  end_process(run_in_this_process(argv[1], part));
+}
 
+ExitCode run_in_this_process(const char* case_file, const PartBinding& part) {
   try {
     CaseFile file;
     try {
-      file = load_case_file(argv[1]);
+      file = load_case_file(case_file);
     } catch (const CaseFileError& e) {
       fail(ExitCode::kBadCaseFile, e.what());
     }
     InProcessLauncher launcher(part, file.record_launches);
     install_exit_guard();
-    end_process(run_case_file(file, launcher));
+    return run_case_file(file, launcher);
   } catch (const HarnessExit& e) {
-    end_process(e.code);
+    return e.code;
   }
 }
 

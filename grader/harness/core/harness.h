@@ -43,6 +43,12 @@ struct PartBinding {
 
 int harness_main(int argc, char** argv, const PartBinding& part);
 
+// Runs the cases of `case_file` with the part's launcher in this process, as
+// harness_main does, and returns the run's exit status instead of ending the
+// process: a host runs several parts one after another this way
+// (part_host_main.cu). Install the signal guards first.
+ExitCode run_in_this_process(const char* case_file, const PartBinding& part);
+
 struct CaseFile;
 class Launcher;
 

@@ -67,6 +67,9 @@ void install_signal_guards() {
 }
 
 void install_exit_guard() {
+  static bool installed = false;  // a host that runs several parts installs it once
+  if (installed) return;
+  installed = true;
   std::snprintf(g_early_exit_suffix, sizeof g_early_exit_suffix, " [exit %d: %s]\n", to_int(ExitCode::kEarlyExit),
                 exit_code_info(ExitCode::kEarlyExit).name);
   std::atexit(on_exit_called);
