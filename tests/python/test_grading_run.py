@@ -153,6 +153,39 @@ def test_a_part_file_handed_in_twice_is_compiled_once(root, tmp_path):
     assert (build / "part-cache").stat().st_mode & 0o777 == 0o700
 
 
+def test_a_hand_in_of_several_parts_keeps_each_parts_shared_object_for_its_sanitizers(root, tmp_path):
+    """Graded with the sanitizers, a hand-in of several parts links each as a
+    shared object too, for one compute-sanitizer run of them all; the part
+    cache keeps it beside the executable, and a part found there has it."""
+    from tilelab.grading.context import new_part_state, open_grading
+    from tilelab.grading.stages.build_parts import build_parts, check_sources
+    from tilelab.system.sandbox import Sandbox
+
+    build = _private_build(tmp_path)
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    for name in ("naive.cu", "tiled.cu"):
+        shutil.copy(root / "solutions" / name, hand_in / name)
+
+    def built(out: str, **choices) -> list:
+        opt = GradeOptions.for_tree(root, build, tmp_path / out, parts=("naive", "tiled"), timing=False, **choices)
+        g = open_grading(hand_in, opt, sandbox=Sandbox())
+        try:
+            states = [new_part_state(p, g.submission, g.sets) for p in g.parts]
+            check_sources(g, states)
+            build_parts(g, states, lambda: None)
+            return [(s.binary is not None, s.library is not None and s.library.is_file()) for s in states]
+        finally:
+            g.close()
+
+    assert built("first") == [(True, True), (True, True)]
+    kept = sorted(p.name for p in (build / "part-cache").iterdir())
+    assert len(kept) == 4 and sum(name.endswith(".so") for name in kept) == 2
+    assert built("again") == [(True, True), (True, True)]  # found in the cache, each with its shared object
+    shutil.rmtree(build / "part-cache")
+    assert built("unsanitized", sanitizers=False) == [(True, False), (True, False)]
+
+
 def test_the_part_cache_keeps_the_most_recently_used_within_its_bound(root, tmp_path):
     from tilelab.grading.build_cache import BuildCache, CachePolicy
     from tilelab.spec.assignment import load_assignment
@@ -177,6 +210,26 @@ def test_the_part_cache_keeps_the_most_recently_used_within_its_bound(root, tmp_
     assert cache.find(naive, keys[1], tmp_path / "out" / "b") is None
     assert cache.find(naive, keys[0], tmp_path / "out" / "c").read_bytes() == binary.read_bytes()
     assert cache.find(naive, keys[2], tmp_path / "out" / "d") is not None
+    assert cache.find_library(naive, keys[2], tmp_path / "out" / "e.so") is None  # none was kept with it
+
+
+def test_a_part_kept_with_its_shared_object_is_found_with_it(root, tmp_path):
+    from tilelab.grading.build_cache import CHECK_POLICY, BuildCache
+    from tilelab.spec.assignment import load_assignment
+
+    naive = load_assignment(root / "assignment.yaml").part("naive")
+    binary, library = tmp_path / "binary", tmp_path / "library.so"
+    binary.write_bytes(b"executable")
+    library.write_bytes(b"shared object")
+    cache = BuildCache(root, build_dir(), tmp_path / "cache", CHECK_POLICY)  # one part's latest alone
+    source = tmp_path / "naive.cu"
+    for text in ("// first\n", "// second\n"):
+        source.write_text(text)
+        key = cache.key(naive, source)
+        cache.keep(naive, key, binary, library)
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # the second's executable and shared object
+    assert cache.find(naive, key, tmp_path / "out" / "naive").read_bytes() == b"executable"
+    assert cache.find_library(naive, key, tmp_path / "out" / "libnaive.so").read_bytes() == b"shared object"
 
 
 def _grade_lines(root, submission: Path, out: Path, parts=(), results="gradescope") -> tuple:

@@ -82,7 +82,14 @@ class BuildCache:
 
     def find(self, part: Part, key: str, dest: Path) -> Optional[Path]:
         """A copy at `dest` of the executable kept under `key`, or None."""
-        kept = self._place(part, key)
+        return self._copy_out(self._place(part, key), dest)
+
+    def find_library(self, part: Part, key: str, dest: Path) -> Optional[Path]:
+        """A copy at `dest` of the part's shared object kept under `key`, or
+        None (kept only where a grading linked one)."""
+        return self._copy_out(_library_of(self._place(part, key)), dest)
+
+    def _copy_out(self, kept: Path, dest: Path) -> Optional[Path]:
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(kept, dest)
@@ -93,29 +100,39 @@ class BuildCache:
             return None  # a cache that cannot be read is no cache: build
         return dest
 
-    def keep(self, part: Part, key: str, binary: Path) -> None:
-        """Keeps a copy of a freshly built executable. Gradings running beside
+    def keep(self, part: Part, key: str, binary: Path, library: Optional[Path] = None) -> None:
+        """Keeps a copy of a freshly built executable, and of its shared
+        object where one was linked (the library first: an executable found
+        has its library beside it if one was kept). Gradings running beside
         each other may keep the same key at once: each writes a file of its
         own and renames it into place. A build tree the grader may not write
         to (shared read-only) keeps nothing."""
+        place = self._place(part, key)
+        if library is not None and not self._put(library, _library_of(place)):
+            return
+        if not self._put(binary, place):
+            return
+        if self.policy.one_per_part:
+            for old in self.folder.glob(f"{part.id}-*"):
+                if old.name not in (place.name, _library_of(place).name):
+                    _remove(old)
+        self._bound()
+
+    def _put(self, built: Path, place: Path) -> bool:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self.folder.chmod(0o700)
             handle, temp = tempfile.mkstemp(dir=self.folder, prefix=".new-")
         except OSError:
-            return
+            return False
         os.close(handle)
         try:
-            shutil.copy2(binary, temp)
-            os.replace(temp, self._place(part, key))
+            shutil.copy2(built, temp)
+            os.replace(temp, place)
         except OSError:
             Path(temp).unlink(missing_ok=True)  # a full disk: the build itself is kept in its work folder
-            return
-        if self.policy.one_per_part:
-            for old in self.folder.glob(f"{part.id}-*"):
-                if old.name != self._place(part, key).name:
-                    _remove(old)
-        self._bound()
+            return False
+        return True
 
     def _bound(self) -> None:
         entries = []
@@ -131,6 +148,10 @@ class BuildCache:
                 break
             _remove(f)
             total -= size
+
+
+def _library_of(place: Path) -> Path:
+    return place.with_name(place.name + ".so")
 
 
 def _remove(path: Path) -> None:

@@ -192,6 +192,7 @@ class PartState:
     source: Path
     kernels: set = field(default_factory=set)
     binary: Optional[Path] = None
+    library: Optional[Path] = None  # the part as a shared object too, where its build linked one
     harness_result: dict = field(default_factory=dict)  # the launch records of the correctness runs
     work_elsewhere: bool = False  # the launch checks found work done outside the part's kernels
     hidden_names: dict = field(default_factory=dict)  # name in the case file -> real case name

@@ -157,23 +157,46 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     if trusted is not None and sandbox.switches_user:
         work.chmod(0o711)  # the launcher passes through to its folder, and can list nothing here
         case_file.chmod(0o600)
-    env = {**sandbox.env(run_dir), **ONE_WORK_QUEUE}
     if trusted is None:
-        done = process.run(command, timeout_s, cwd=run_dir, env=env, sandbox=sandbox, watch_dir=run_dir,
-                           cancel=cancel, background=not timed)
+        done = _run_sandboxed(command, run_dir, timeout_s, sandbox, cancel=cancel, background=not timed)
     else:
         with trusted.prefix(case_file) as lease:
-            done = process.run(command, timeout_s, cwd=run_dir, env=env, sandbox=sandbox, watch_dir=run_dir,
-                               cancel=cancel, outside=lease.outside, background=not timed, paused=paused)
+            done = _run_sandboxed(command, run_dir, timeout_s, sandbox, cancel=cancel, outside=lease.outside,
+                                  background=not timed, paused=paused)
             lease.ended(done)
     sandbox.reclaim(run_dir)
-    result = None
-    if result_path.exists():
-        try:
-            result = json.loads(result_path.read_text())
-        except (ValueError, UnicodeDecodeError):
-            result = None  # written by the process that runs student code: may be anything
-    return HarnessRun(**dataclasses.asdict(done), result=result if isinstance(result, dict) else None)
+    return HarnessRun(**dataclasses.asdict(done), result=read_result(result_path))
+
+
+def run_parts_together(host: Path, parts: list, run_dir: Path, timeout_s: float, sandbox: "Sandbox",
+                       wrapper: Sequence = (), cancel: Optional["threading.Event"] = None) -> process.Completed:
+    """One run of several parts' case files in one process, in turn
+    (`tilelab-part-host --each`; `parts`: each part's shared object and case
+    file, the case files in folders below `run_dir`), in the sandbox, in
+    the background, `wrapper` before it (compute-sanitizer). Each part's
+    result is its case file's, read with read_result."""
+    sandbox.own(run_dir)
+    command = [*wrapper, host, "--each", *(str(path) for pair in parts for path in pair)]
+    done = _run_sandboxed(command, run_dir, timeout_s, sandbox, cancel=cancel, background=True)
+    sandbox.reclaim(run_dir)
+    return done
+
+
+def read_result(path: Path) -> Optional[dict]:
+    """A harness result file, or None where there is none or it is no JSON
+    object: written by the process that runs student code, it may be anything."""
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return result if isinstance(result, dict) else None
+
+
+def _run_sandboxed(command: list, run_dir: Path, timeout_s: float, sandbox: "Sandbox", **how) -> process.Completed:
+    """A run of a part's code in the sandbox, in `run_dir`, watched for its
+    disk quota, with one work queue (ONE_WORK_QUEUE)."""
+    env = {**sandbox.env(run_dir), **ONE_WORK_QUEUE}
+    return process.run(command, timeout_s, cwd=run_dir, env=env, sandbox=sandbox, watch_dir=run_dir, **how)
 
 
 # Exit codes (include/tilelab/exit_codes.h) that a part's own code accounts

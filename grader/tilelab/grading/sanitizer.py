@@ -14,14 +14,15 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..system.process import CANCELLED, clip_lines
+from ..system.process import CANCELLED, Completed, clip_lines
 from .model import Stage
-from .runner import OWN_EXITS, may_be_disturbed, run_harness
+from .runner import OWN_EXITS, may_be_disturbed, read_result, run_harness, run_parts_together
 
 if TYPE_CHECKING:
     import threading
 
     from ..system.sandbox import Sandbox
+    from .context import Grading
 
 SANITIZER_ERROR_EXIT = 86  # any code the harness itself never uses
 MAX_REPORT_LINES = 40
@@ -64,6 +65,11 @@ def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sa
     exe = sanitizer_path()
     if not exe:
         return Stage(tool, "not_run", "compute-sanitizer is not installed here"), False
+    run = run_harness(binary, case_file, timeout_s, sandbox, wrapper=_wrapper(exe, tool), cancel=cancel)
+    return _stage_of(tool, run, timeout_s), may_be_disturbed(run, OWN_EXITS | {SANITIZER_ERROR_EXIT})
+
+
+def _wrapper(exe: str, tool: str) -> list:
     # Only the part's own process: by default compute-sanitizer follows every
     # process it starts and waits for all of them, so a daemon the launcher
     # leaves behind held the run, and the GPU's share, to the time limit. A
@@ -72,8 +78,43 @@ def run_sanitizer(tool: str, binary: Path, case_file: Path, timeout_s: float, sa
                "--target-processes", "application-only"]
     if tool == "racecheck":
         wrapper += ["--racecheck-report", "analysis"]
-    run = run_harness(binary, case_file, timeout_s, sandbox, wrapper=wrapper, cancel=cancel)
-    return _stage_of(tool, run, timeout_s), may_be_disturbed(run, OWN_EXITS | {SANITIZER_ERROR_EXIT})
+    return wrapper
+
+
+def sanitizes_together(g: "Grading") -> bool:
+    """Whether a grading links its parts as shared objects too, to check them
+    with one compute-sanitizer run per tool (run_together, where the host has
+    compute-sanitizer): it grades several parts with the sanitizers, in a
+    tree that has tilelab-part-host."""
+    return g.options.sanitizers and len(g.parts) > 1 and g.tools.part_host.is_file()
+
+
+def run_together(tool: str, host: Path, parts: list, run_dir: Path, timeout_s: float, sandbox: "Sandbox",
+                 cancel: Optional["threading.Event"] = None) -> tuple:
+    """One `tool` run for several parts, each loaded in turn by
+    tilelab-part-host (`parts`: each one's shared object and case file, in
+    folders below `run_dir`): eleven CUDA processes of a hand-in become two.
+    Returns the run and whether it proved every part clean: compute-sanitizer
+    reported nothing, and every part's cases ran to their end and ended well.
+    A run that did not cannot say which part an error, a crash or a hang was
+    in (the sanitizer's report is the process's, and its text could be any
+    part's printing): each part is then checked by a run of its own."""
+    exe = sanitizer_path()
+    run = run_parts_together(host, parts, run_dir, timeout_s, sandbox, wrapper=_wrapper(exe, tool), cancel=cancel)
+    return run, _clean(run) and all(_ended_well(read_result(case_file.parent / "result.json"))
+                                    for _, case_file in parts)
+
+
+def _clean(run: Completed) -> bool:
+    return run.exit_code == 0 and not run.timed_out and run.stopped is None
+
+
+def _ended_well(result: Optional[dict]) -> bool:
+    return result is not None and result.get("state") == "finished" and result.get("exit_code") == 0
+
+
+# A stage's details where one run checked the part with the hand-in's other parts (run_together).
+CHECKED_TOGETHER = "checked in one compute-sanitizer run with the other parts"
 
 
 def _stage_of(tool: str, run, timeout_s: float) -> Stage:

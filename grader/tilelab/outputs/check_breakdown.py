@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..grading.model import GradeResult
+from ..grading.sanitizer import CHECKED_TOGETHER
 
 # The command's own figures (check_run.py), in the order they happen.
 COMMAND_FIGURES = (("startup", "start-up (Python and the grader's imports)"),
@@ -49,8 +50,12 @@ def _sanitizers(result: GradeResult) -> list:
             st = p.stages[tool]
             if st.status not in ("passed", "failed"):
                 continue
-            said.append(f"{p.id} {tool} {_s(st.seconds)} (compute-sanitizer's start-up included)" if st.seconds
-                        else f"{p.id} {tool}: no run ({st.summary})")
+            if st.details == CHECKED_TOGETHER:
+                said.append(f"{p.id} {tool}: one run of the parts together, {_s(st.seconds)}")
+            elif st.seconds:
+                said.append(f"{p.id} {tool} {_s(st.seconds)} (compute-sanitizer's start-up included)")
+            else:
+                said.append(f"{p.id} {tool}: no run ({st.summary})")
     return said
 
 

@@ -9,6 +9,7 @@ from typing import Callable, Optional
 from ..build import RecipeError, SubmissionBuild
 from ..build_cache import CHECK_CACHE_DIR, CHECK_POLICY, GRADE_POLICY, PART_CACHE_DIR, BuildCache
 from ..context import Grading, private_name
+from ..sanitizer import sanitizes_together
 from ..static_checks import check_source, missing_summary
 
 
@@ -44,6 +45,7 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
     for s in list(todo):
         s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
         if s.binary is not None:
+            s.library = cache.find_library(s.part, keys[s.part.id], cached_dir / f"lib{s.part.id}.so")
             # In a grading the summary is the same as for a fresh build: it
             # must not tell a student that someone handed in the same file.
             s.set("build", "passed", f"{s.part.file} is unchanged since it was last built: not compiled again"
@@ -56,7 +58,8 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
     submission_dir = g.work / private_name("submission")
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
-    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=g.sandbox, libraries=g.early is not None)
+    builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=g.sandbox,
+                              libraries=g.early is not None or sanitizes_together(g))
     builder.copy_sources([s.source for s in todo])
     limit = g.limits["build"]
     try:
@@ -89,8 +92,8 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
             s.set("build", "failed", b.summary, b.details, b.seconds, hints)
         else:
             s.set("build", "passed", b.summary, "", b.seconds)
-            s.binary = b.binary
-            cache.keep(s.part, keys[s.part.id], b.binary)
+            s.binary, s.library = b.binary, b.library
+            cache.keep(s.part, keys[s.part.id], b.binary, b.library)
         if s.binary is None:
             s.skip_from("correctness", "not run: the part did not build")
     return capability

@@ -12,8 +12,9 @@ from ..context import Grading, PartState, private_name
 from ..launch_checks import check_launches, shared_memory_untouched
 from ..model import Stage
 from ..runner import exit_codes, write_cases
-from ..sanitizer import NO_SHARED_MEMORY, NOT_RUN_AFTER_TIMEOUT, run_sanitizer
-from .correctness import run_correctness
+from ..sanitizer import (CHECKED_TOGETHER, NO_SHARED_MEMORY, NOT_RUN_AFTER_TIMEOUT, run_sanitizer, run_together,
+                         sanitizer_path, sanitizes_together)
+from .correctness import run_correctness, write_staff_log
 
 
 def run_cases(g: Grading, runnable: list) -> None:
@@ -48,11 +49,19 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
     cases' sizes among others, its run is called off and the stage passes
     for that reason (racecheck costs about twice the naive part's correctness
     run; measured: docs/measurements-archive.md, "Fast feedback, continued:
-    fewer waits on the critical path")."""
+    fewer waits on the critical path").
+
+    Where the parts were also linked as shared objects, each tool checks
+    them all in one run (sanitizer.run_together), called off if a part
+    hangs; a run that does not prove every part clean is followed by a run
+    of each part's own, as without."""
     hangs = {s.part.id: threading.Event() for s in runnable}
     calls_off = {(s.part.id, tool): threading.Event() for s in runnable for tool in ("memcheck", "racecheck")}
     disturbed: set = set()
     no_shared_memory: set = set()
+    together = [s for s in runnable if s.library is not None] if sanitizes_together(g) and sanitizer_path() else []
+    together = together if len(together) > 1 else []
+    a_part_hangs = threading.Event()  # calls off the runs of the parts together
 
     def correctness(s: PartState) -> None:
         with g.timed("correctness"):
@@ -60,6 +69,7 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
                 disturbed.add(s.part.id)
         if any(c.status == "timeout" for c in s.result.cases):
             hangs[s.part.id].set()
+            a_part_hangs.set()
             for tool in ("memcheck", "racecheck"):
                 calls_off[s.part.id, tool].set()
         with g.timed("launch checks"):
@@ -70,17 +80,35 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
             no_shared_memory.add(s.part.id)
             calls_off[s.part.id, "racecheck"].set()
 
-    def sanitize(s: PartState, tool: str, case_file: Path) -> None:
+    def sanitizer_cases(s: PartState, tool: str, folder: Path) -> Path:
+        entries = [(c.name, c) for c in s.part.cases[tool]]
+        return write_cases(s.part, entries, folder, g.seed, record_launches=False)
+
+    def sanitize(s: PartState, tool: str) -> None:
         if tool == "racecheck" and s.part.id in no_shared_memory:
             s.result.stages[tool] = Stage(tool, "passed", NO_SHARED_MEMORY)  # known before its turn came
             return
+        case_file = sanitizer_cases(s, tool, g.work / private_name(f"{s.part.id}-{tool}"))
         with g.timed("sanitizers"):
             stage, maybe = run_sanitizer(tool, s.binary, case_file, limit, g.sandbox, calls_off[s.part.id, tool])
-        if tool == "racecheck" and s.part.id in no_shared_memory and stage.status != "failed":
-            stage = Stage(tool, "passed", NO_SHARED_MEMORY, "", stage.seconds)
         s.result.stages[tool] = stage
         if maybe:
             disturbed.add(s.part.id)
+
+    def sanitize_together(tool: str) -> None:
+        folder = g.work / private_name(f"{tool}-together")
+        parts = [(s.library, sanitizer_cases(s, tool, folder / s.part.id)) for s in together]
+        with g.timed("sanitizers"):
+            run, clean = run_together(tool, g.tools.part_host, parts, folder, limit, g.sandbox, a_part_hangs)
+        write_staff_log(g, f"{tool}-together", run)
+        if clean:
+            for s in together:
+                s.result.stages[tool] = Stage(tool, "passed", f"{tool}: no errors", CHECKED_TOGETHER,
+                                              round(run.seconds, 3))
+            return
+        with ThreadPoolExecutor(max_workers=max(1, min(len(together), workers))) as each:
+            for done in [each.submit(sanitize, s, tool) for s in together]:
+                done.result()
 
     limit = g.limits["sanitizer"]
     jobs = [(correctness, (s,)) for s in runnable]
@@ -90,11 +118,9 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
         # twice a memcheck run; measured: docs/measurements-archive.md, "Fast
         # feedback: where a grading's time goes").
         for tool in ("racecheck", "memcheck"):
-            for s in runnable:
-                entries = [(c.name, c) for c in s.part.cases[tool]]
-                case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{tool}"), g.seed,
-                                        record_launches=False)
-                jobs.append((sanitize, (s, tool, case_file)))
+            if together:
+                jobs.append((sanitize_together, (tool,)))
+            jobs += [(sanitize, (s, tool)) for s in runnable if s not in together]
     # Correctness first: its verdicts are shown as soon as they are known.
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), workers))) as pool:
         for done in [pool.submit(fn, *args) for fn, args in jobs]:
@@ -103,6 +129,9 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
         if hangs[s.part.id].is_set():
             for tool in ("memcheck", "racecheck"):
                 s.set(tool, "not_run", NOT_RUN_AFTER_TIMEOUT)
+        elif g.options.sanitizers and s.part.id in no_shared_memory and s.stage("racecheck").status != "failed":
+            s.result.stages["racecheck"] = Stage("racecheck", "passed", NO_SHARED_MEMORY, "",
+                                                 s.stage("racecheck").seconds)
     return [s for s in runnable if s.part.id in disturbed and not hangs[s.part.id].is_set()]
 
 

@@ -86,7 +86,8 @@ def _excerpt(text: str, head: int = 25, tail: int = 10) -> str:
     return "\n".join(process.clip_lines(text.strip().splitlines(), head, tail))
 
 
-def _staff_log(g: Grading, name: str, run) -> None:
+def write_staff_log(g: Grading, name: str, run) -> None:
+    """What a run printed and how it ended, for staff: `staff/logs/<name>.log`."""
     (g.logs / f"{name}.log").write_text(f"exit {run.exit_code} signal {run.signal} timed out {run.timed_out} "
                                       f"stopped {run.stopped} ({run.output_bytes} bytes printed)\n"
                                       f"--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n")
@@ -186,7 +187,7 @@ def run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: di
         run = dataclasses.replace(run, seconds=max(0.0, run.seconds - early.waited()))  # its cases, not the build
     else:
         run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=watch)
-    _staff_log(g, f"{s.part.id}-{label}", run)
+    write_staff_log(g, f"{s.part.id}-{label}", run)
     verdict = verify(g.tools.verify, case_file)
     cases = _case_results(verdict, sets, s.part, s.hidden_names)
     _mark_stopped_case(cases, run, limit, exit_codes)
