@@ -25,6 +25,7 @@ import grade_fixtures as fixtures
 from tilelab.grading.options import GradeOptions
 from tilelab.operations import check_cache
 from tilelab.operations.check_watch import STOPPED, signature, watched_files
+from tilelab.grading.sanitizer import CHECKED_TOGETHER
 from tilelab.outputs.check_breakdown import breakdown_lines
 from tilelab.outputs.check_changes import changes, changes_line
 from traffic_fixtures import traffic_result
@@ -315,6 +316,10 @@ def test_the_breakdown_names_each_runs_seconds_the_profile_and_the_commands_own(
     assert "naive memcheck 0.93 s" in text and "naive racecheck: no run (no shared memory" in text
     assert "naive 1.31 s: timed calls 0.69 s, counter profile 0.62 s (CUPTI's set-up 0.21 s of it)" in text
     assert lines[-1].startswith("the command: 4.45 s: start-up") and "no reports (--report writes them)" in lines[-1]
+    # A run of the hand-in's parts together is said as one, not as the part's own.
+    part.stages["memcheck"].details = CHECKED_TOGETHER
+    text = "\n".join(breakdown_lines(result, {"total": 4.45}))
+    assert "naive memcheck: one run of the parts together, 0.93 s" in text and "naive memcheck 0.93" not in text
 
 
 def test_the_watch_reads_the_files_a_check_reads(tmp_path):
