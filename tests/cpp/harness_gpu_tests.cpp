@@ -431,8 +431,11 @@ TEST(PartHost, RunsEachPartInTurnInOneProcess) {
     std::vector<std::string> command{host, "--each"};
     std::vector<CaseFile> files;
     for (const auto& [library, part] : parts) {
-      CaseFile f = two_cases(part);
+      CaseFile f;  // sizes every part takes: the tiled part's kernel covers whole tiles only
+      f.part = part;
       f.record_launches = false;
+      f.cases.push_back(make_case("first", 64, 64, 64, 1));
+      f.cases.push_back(make_case("second", 128, 128, 128, 2));
       files.push_back(write_case_file(f, dir.path() / run / std::to_string(files.size())));
       command.push_back(library.string());
       command.push_back(files.back().path.string());

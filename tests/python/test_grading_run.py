@@ -168,7 +168,8 @@ def test_a_hand_in_of_several_parts_keeps_each_parts_shared_object_for_its_sanit
         shutil.copy(root / "solutions" / name, hand_in / name)
 
     def built(out: str, **choices) -> list:
-        opt = GradeOptions.for_tree(root, build, tmp_path / out, parts=("naive", "tiled"), timing=False, **choices)
+        choices = {"parts": ("naive", "tiled"), **choices}
+        opt = GradeOptions.for_tree(root, build, tmp_path / out, timing=False, **choices)
         g = open_grading(hand_in, opt, sandbox=Sandbox())
         try:
             states = [new_part_state(p, g.submission, g.sets) for p in g.parts]
@@ -178,7 +179,8 @@ def test_a_hand_in_of_several_parts_keeps_each_parts_shared_object_for_its_sanit
         finally:
             g.close()
 
-    assert built("first") == [(True, True), (True, True)]
+    assert built("alone", parts=("naive",)) == [(True, False)]  # one part: no run of several, no shared object
+    assert built("first") == [(True, True), (True, True)]  # naive built again, with its shared object
     kept = sorted(p.name for p in (build / "part-cache").iterdir())
     assert len(kept) == 4 and sum(name.endswith(".so") for name in kept) == 2
     assert built("again") == [(True, True), (True, True)]  # found in the cache, each with its shared object

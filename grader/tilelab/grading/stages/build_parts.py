@@ -42,10 +42,14 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
              else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
     keys = {s.part.id: cache.key(s.part, s.source, capability) for s in todo}
     cached_dir = g.work / private_name("cached")
+    together = sanitizes_together(g)
     for s in list(todo):
         s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
         if s.binary is not None:
             s.library = cache.find_library(s.part, keys[s.part.id], cached_dir / f"lib{s.part.id}.so")
+            if together and s.library is None:
+                s.binary = None  # kept by a grading that linked no shared object: built again, with one
+                continue
             # In a grading the summary is the same as for a fresh build: it
             # must not tell a student that someone handed in the same file.
             s.set("build", "passed", f"{s.part.file} is unchanged since it was last built: not compiled again"
@@ -59,7 +63,7 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
     submission_dir.mkdir(parents=True, exist_ok=True)
     submission_dir.chmod(0o711)
     builder = SubmissionBuild(opt.build_dir, submission_dir, sandbox=g.sandbox,
-                              libraries=g.early is not None or sanitizes_together(g))
+                              libraries=g.early is not None or together)
     builder.copy_sources([s.source for s in todo])
     limit = g.limits["build"]
     try:
