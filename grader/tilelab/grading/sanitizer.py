@@ -3,9 +3,11 @@ and racecheck (shared-memory hazards such as a missing __syncthreads).
 
 Both run the part's own harness on small cases named in assignment.yaml,
 with launch recording off (CUPTI and the sanitizer do not share a process
-well). --error-exitcode is essential: without it compute-sanitizer exits 0
-even when it reports errors. The verdict comes from that exit code; the
-report shows the sanitizer's own first lines, unparsed.
+well); a grading of several parts checks them all in one run of each tool
+first (run_together). --error-exitcode is essential: without it
+compute-sanitizer exits 0 even when it reports errors. The verdict comes
+from that exit code; the report shows the sanitizer's own first lines,
+unparsed.
 """
 
 from __future__ import annotations
