@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,7 @@ class SubmissionBuild:
         # any file they name), so it runs in the sandbox.
         self.sandbox = sandbox
         self.libraries = libraries
+        self.temp: Optional[Path] = None  # the compiler's temporary files, where the tree's path cannot hold them
 
     def library_path(self, part: Part) -> Path:
         return self.tree / f"lib{part.id}.so"
@@ -232,12 +234,21 @@ class SubmissionBuild:
         self.tree.mkdir(parents=True)
         if self.sandbox is not None:
             self.sandbox.own(self.tree)
+        # nvcc cannot open its own temporary files in a folder whose path has a space (a student's
+        # output folder under "My Drive"): the compiler's temporary files go to a folder of their own then.
+        if any(c.isspace() for c in str(self.tree)) and self.temp is None:
+            self.temp = Path(tempfile.mkdtemp(prefix="tilelab-nvcc-"))
+            if self.sandbox is not None:
+                self.sandbox.own(self.temp)
 
     def seal(self) -> None:
         """After the build: the tree becomes the grader's, so code run later
         (another part's harness) cannot replace a binary."""
         if self.sandbox is not None:
             self.sandbox.reclaim(self.tree)
+        if self.temp is not None:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            self.temp = None
 
     def build_part(self, part: Part, timeout_s: float) -> PartBuild:
         recipe = self.recipes[part.id]
@@ -280,4 +291,6 @@ class SubmissionBuild:
         # Each part is its own compiler process: a part that takes forever to
         # compile stops only itself.
         env = self.sandbox.env(self.tree) if self.sandbox is not None else dict(os.environ)
+        if self.temp is not None:
+            env["TMPDIR"] = str(self.temp)
         return process.run(argv, timeout_s, cwd=self.tree, env=env, sandbox=self.sandbox, background=True)
