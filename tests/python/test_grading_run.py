@@ -115,6 +115,25 @@ def test_check_builds_a_part_again_only_when_its_file_changed(root, tmp_path, mo
     assert len(list((build / "check-cache").iterdir())) == 1  # only the part's latest build is kept
 
 
+def test_a_part_builds_where_the_output_folder_has_a_space_in_its_path(root, tmp_path):
+    """Run as the student's own user, the builds happen below the output
+    folder ("My Drive" in Colab's mounted Drive), where nvcc cannot keep its
+    own temporary files: the build gives it a folder of its own."""
+    from tilelab.grading.pipeline import grade as run_grade
+    from tilelab.system.sandbox import Sandbox
+
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    shutil.copy(root / "solutions" / "naive.cu", hand_in / "naive.cu")
+    (hand_in / "naive.cu").write_text((hand_in / "naive.cu").read_text() + "\n// built below a space\n")
+    out = tmp_path / "My Drive" / "hw3 results"
+    opt = GradeOptions.for_tree(root, _private_build(tmp_path), out, parts=("naive",), sanitizers=False,
+                                timing=False)
+    built = run_grade(hand_in, opt, sandbox=Sandbox()).parts[0].stages["build"]
+    assert built.status == "passed", built.details
+    assert built.seconds > 0  # compiled here, not found in a cache
+
+
 def _private_build(tmp_path: Path) -> Path:
     """A build tree of the test's own, linking the real one's harness; its
     caches start empty."""
@@ -154,9 +173,10 @@ def test_a_part_file_handed_in_twice_is_compiled_once(root, tmp_path):
 
 
 def test_a_hand_in_of_several_parts_keeps_each_parts_shared_object_for_its_sanitizers(root, tmp_path):
-    """Graded with the sanitizers, a hand-in of several parts links each as a
-    shared object too, for one compute-sanitizer run of them all; the part
-    cache keeps it beside the executable, and a part found there has it."""
+    """Graded with the sanitizers on a host whose GPU a probe found, a hand-in
+    of several parts links each as a shared object too, for one
+    compute-sanitizer run of them all; the part cache keeps it beside the
+    executable, and a part found there has it."""
     from tilelab.grading.context import new_part_state, open_grading
     from tilelab.grading.stages.build_parts import build_parts, check_sources
     from tilelab.system.sandbox import Sandbox
@@ -167,14 +187,14 @@ def test_a_hand_in_of_several_parts_keeps_each_parts_shared_object_for_its_sanit
     for name in ("naive.cu", "tiled.cu"):
         shutil.copy(root / "solutions" / name, hand_in / name)
 
-    def built(out: str, **choices) -> list:
+    def built(out: str, capability="9.0", **choices) -> list:  # the GPU a probe found (None: none known)
         choices = {"parts": ("naive", "tiled"), **choices}
         opt = GradeOptions.for_tree(root, build, tmp_path / out, timing=False, **choices)
         g = open_grading(hand_in, opt, sandbox=Sandbox())
         try:
             states = [new_part_state(p, g.submission, g.sets) for p in g.parts]
             check_sources(g, states)
-            build_parts(g, states, lambda: None)
+            build_parts(g, states, lambda: capability)
             return [(s.binary is not None, s.library is not None and s.library.is_file()) for s in states]
         finally:
             g.close()
@@ -186,6 +206,7 @@ def test_a_hand_in_of_several_parts_keeps_each_parts_shared_object_for_its_sanit
     assert built("again") == [(True, True), (True, True)]  # found in the cache, each with its shared object
     shutil.rmtree(build / "part-cache")
     assert built("unsanitized", sanitizers=False) == [(True, False), (True, False)]
+    assert built("no-gpu", capability=None) == [(True, False), (True, False)]  # nothing here would load them
 
 
 def test_the_part_cache_keeps_the_most_recently_used_within_its_bound(root, tmp_path):

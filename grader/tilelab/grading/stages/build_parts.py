@@ -42,7 +42,7 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
              else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
     keys = {s.part.id: cache.key(s.part, s.source, capability) for s in todo}
     cached_dir = g.work / private_name("cached")
-    together = sanitizes_together(g)
+    together = sanitizes_together(g) and capability is not None  # no GPU known here: nothing would load them
     for s in list(todo):
         s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
         if s.binary is not None:
