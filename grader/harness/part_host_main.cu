@@ -23,13 +23,12 @@
 // recorders start before the context, as the harness's do where it records
 // launches; "CUDA in use at start" is then whether the part made CUDA calls
 // while it was loaded (its global constructors), which they see.
+#include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
-
-#include <cuda_runtime.h>
 
 #include "core/api_recorder.h"
 #include "core/case_file.h"
@@ -113,6 +112,12 @@ const tilelab::PartBinding* binding_in(void* handle, const char* library) {
   return binding;
 }
 
+// LIBRARY loaded, and its part's binding; null with why said. RTLD_LOCAL: a
+// part's own symbols (its kernels, helpers) stay its own.
+const tilelab::PartBinding* load_part(const char* library) {
+  return binding_in(dlopen(library, RTLD_NOW | RTLD_LOCAL), library);
+}
+
 // --each: the parts' case files in turn, in this process, until one does not end well.
 int run_each(int count, char** pairs) {
   if (count == 0 || count % 2 != 0) return usage("tilelab-part-host");
@@ -121,7 +126,7 @@ int run_each(int count, char** pairs) {
     const char* library = pairs[i];
     const char* case_file = pairs[i + 1];
     if (records(1, pairs + i + 1)) return refuse(case_file, "parts run with --each record no launches");
-    const tilelab::PartBinding* binding = binding_in(dlopen(library, RTLD_NOW | RTLD_LOCAL), library);
+    const tilelab::PartBinding* binding = load_part(library);
     if (binding == nullptr) return static_cast<int>(tilelab::ExitCode::kUsage);
     const tilelab::ExitCode code = tilelab::run_in_this_process(case_file, *binding);
     if (code != tilelab::ExitCode::kOk) return static_cast<int>(code);
@@ -132,15 +137,15 @@ int run_each(int count, char** pairs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--each") == 0) tilelab::end_process(static_cast<tilelab::ExitCode>(run_each(argc - 2, argv + 2)));
+  if (argc > 1 && std::strcmp(argv[1], "--each") == 0)
+    tilelab::end_process(static_cast<tilelab::ExitCode>(run_each(argc - 2, argv + 2)));
   const bool wait = argc > 1 && std::strcmp(argv[1], "--wait") == 0;
   const int first = wait ? 2 : 1;  // LIBRARY
   if (argc < first + 2) return usage(argv[0]);
   const char* library = argv[first];
-  // RTLD_LOCAL: a part's own symbols (its kernels, helpers, its CUDA runtime) stay its own.
-  void* handle = wait ? load_when_there(library, records(argc - first - 1, argv + first + 1))
-                      : dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  const tilelab::PartBinding* binding = binding_in(handle, library);
+  const tilelab::PartBinding* binding =
+      wait ? binding_in(load_when_there(library, records(argc - first - 1, argv + first + 1)), library)
+           : load_part(library);
   if (binding == nullptr) return static_cast<int>(tilelab::ExitCode::kUsage);
   // The program's name takes LIBRARY's place: the harness reads its arguments after it.
   argv[first] = argv[0];

@@ -13,7 +13,7 @@ from ..launch_checks import check_launches, shared_memory_untouched
 from ..model import Stage
 from ..runner import exit_codes, write_cases
 from ..sanitizer import (CHECKED_TOGETHER, NO_SHARED_MEMORY, NOT_RUN_AFTER_TIMEOUT, run_sanitizer, run_together,
-                         sanitizer_path, sanitizes_together)
+                         sanitizer_path)
 from .correctness import run_correctness, write_staff_log
 
 
@@ -59,7 +59,8 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
     calls_off = {(s.part.id, tool): threading.Event() for s in runnable for tool in ("memcheck", "racecheck")}
     disturbed: set = set()
     no_shared_memory: set = set()
-    together = [s for s in runnable if s.library is not None] if sanitizes_together(g) and sanitizer_path() else []
+    # Linked as shared objects where the build was asked to (build_parts.py: sanitizes_together).
+    together = [s for s in runnable if s.library is not None] if sanitizer_path() else []
     together = together if len(together) > 1 else []
     a_part_hangs = threading.Event()  # calls off the runs of the parts together
 

@@ -37,7 +37,7 @@ class GpuSide:
         Where a probe of this GPU found it before, that is taken at once: the
         build need not wait for this grading's probe (the pipeline builds
         again in the rare case the two differ)."""
-        known = _probed_capability.get(self._gpu_key) or recall_capability(self._gpu_key)
+        known = self._known()
         try:
             gpu = self._device.result(timeout=0 if known else PROBE_WAIT_FOR_BUILD_S)
         except Exception:  # noqa: BLE001 - a probe that failed or is slow: device() raises it where it is waited for
@@ -47,7 +47,11 @@ class GpuSide:
     def seen_before(self) -> bool:
         """Whether a probe found this GPU before, on this host: runs may begin
         before this grading's own probe is over (early_runs.py)."""
-        return bool(_probed_capability.get(self._gpu_key) or recall_capability(self._gpu_key))
+        return bool(self._known())
+
+    def _known(self) -> Optional[str]:
+        """The capability a probe of this GPU found before, in this process or remembered on this host."""
+        return _probed_capability.get(self._gpu_key) or recall_capability(self._gpu_key)
 
     def device(self) -> Optional[dict]:
         """The device's facts, None without a usable GPU (a note says why)."""
