@@ -97,5 +97,8 @@ def test_a_check_where_a_gpu_was_seen_before_begins_early_and_ends_well_without_
         pytest.skip("skipped: a CUDA device is here; this test is about a GPU seen before and gone")
     assert naive.stages["build"].status == "passed"
     assert naive.stages["correctness"].status == "not_run" and naive.stages["correctness"].summary == NO_GPU
+    # Begun early: it ended no_device, or was called off as the check ended first (nothing takes it without a GPU).
     log = tmp_path / "out" / "staff" / "logs" / "naive-public.log"
-    assert log.is_file() and log.read_text().startswith("exit 5 ")  # begun early: it ended no_device
+    assert log.is_file()
+    first = log.read_text().splitlines()[0]
+    assert first.startswith("exit 5 ") or " stopped cancelled " in first, first
