@@ -90,7 +90,10 @@ def test_a_check_where_a_gpu_was_seen_before_begins_early_and_ends_well_without_
     remembered.remember_capability(tuple(sorted(sandbox.extra_env.items())), "9.0")
     options = GradeOptions.for_tree(ROOT, build, tmp_path / "out", mode="check", parts=("naive",), questions=False,
                                     sanitizers=False, timing=False, early_runs=True)
-    result = grade(ROOT / "solutions", options, sandbox=sandbox)
+    hand_in = tmp_path / "hand-in"  # a file no check built before: it compiles, so its run begins early
+    hand_in.mkdir()
+    (hand_in / "naive.cu").write_text((ROOT / "solutions" / "naive.cu").read_text() + f"\n// {tmp_path}\n")
+    result = grade(hand_in, options, sandbox=sandbox)
     naive = result.parts[0]
     if result.gpu is not None:
         import pytest
