@@ -3,6 +3,7 @@
 //
 // Usage:  tilelab-part-host [--wait] LIBRARY CASE_FILE | --describe | --serve ...
 //         tilelab-part-host --each LIBRARY CASE_FILE [LIBRARY CASE_FILE ...]
+//         tilelab-part-host --parts LIBRARY... --serve CONTROL_FD REQUESTS_FD REPLIES_FD [--record]
 // Everything after LIBRARY is the part executable's command line
 // (core/harness.h); the run is the same, its launcher loaded instead of
 // linked in. A library that cannot be loaded, or that names no part, ends
@@ -17,6 +18,11 @@
 // there (CUPTI and the sanitizers do not share a process well): a case file
 // that asks for it ends the run with kUsage.
 //
+// With --parts the host serves the launchers of several parts to one
+// tilelab-harness run of their case files, in turn (trusted_main.cu): a
+// hand-in's parts are timed by one process, which makes one CUDA context and
+// keeps one CUPTI session for their counters (core/counter_profile.h).
+//
 // With --wait the host makes its CUDA context first, then waits for LIBRARY
 // to appear (the build renames it into place once it is linked): a run can
 // start, and pay for its context, while its part still compiles. Its
@@ -29,6 +35,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "core/api_recorder.h"
 #include "core/case_file.h"
@@ -47,8 +54,9 @@ int usage(const char* program) {
   std::fprintf(stderr,
                "usage: %s [--wait] LIBRARY CASE_FILE | --describe | --serve CONTROL_FD REQUESTS_FD REPLIES_FD "
                "[--record]\n"
-               "       %s --each LIBRARY CASE_FILE [LIBRARY CASE_FILE ...]\n",
-               program, program);
+               "       %s --each LIBRARY CASE_FILE [LIBRARY CASE_FILE ...]\n"
+               "       %s --parts LIBRARY... --serve CONTROL_FD REQUESTS_FD REPLIES_FD [--record]\n",
+               program, program, program);
   return static_cast<int>(tilelab::ExitCode::kUsage);
 }
 
@@ -134,11 +142,29 @@ int run_each(int count, char** pairs) {
   return static_cast<int>(tilelab::ExitCode::kOk);
 }
 
+// --parts: the libraries before "--serve", each loaded, then the first
+// part's executable's command line from "--serve" on with all of them served.
+int serve_parts(int argc, char** argv) {
+  int serve = 2;
+  while (serve < argc && std::strcmp(argv[serve], "--serve") != 0) ++serve;
+  if (serve == 2 || serve == argc) return usage(argv[0]);
+  std::vector<tilelab::PartBinding> parts;
+  for (int i = 2; i < serve; ++i) {
+    const tilelab::PartBinding* binding = load_part(argv[i]);
+    if (binding == nullptr) return static_cast<int>(tilelab::ExitCode::kUsage);
+    parts.push_back(*binding);
+  }
+  // The program's name takes the last library's place: the harness reads the arguments from "--serve" on.
+  argv[serve - 1] = argv[0];
+  tilelab::serve_main(argc - serve + 1, argv + serve - 1, parts);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--each") == 0)
     tilelab::end_process(static_cast<tilelab::ExitCode>(run_each(argc - 2, argv + 2)));
+  if (argc > 1 && std::strcmp(argv[1], "--parts") == 0) return serve_parts(argc, argv);
   const bool wait = argc > 1 && std::strcmp(argv[1], "--wait") == 0;
   const int first = wait ? 2 : 1;  // LIBRARY
   if (argc < first + 2) return usage(argv[0]);

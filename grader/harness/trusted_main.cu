@@ -8,14 +8,19 @@
 //       writes the result JSON and the outputs where the case file says: see
 //       core/launcher_process.h. Same result, same exit codes as the
 //       in-process harness (core/harness.h), plus "launcher_process": true.
+//   tilelab-harness CASE_FILE CASE_FILE... -- LAUNCHER_COMMAND...
+//       several case files in turn on one launcher process, which serves the
+//       i-th part for the i-th file (tilelab-part-host --parts), until one's
+//       run does not end well; each writes its own result.
 //   tilelab-harness --serve-jobs SOCKET
-//   tilelab-harness --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...
+//   tilelab-harness --via SOCKET CASE_FILE... -- LAUNCHER_COMMAND...
 //       the same runs, by one long-lived harness per grading and a relay
 //       per run: core/harness_service.h.
 //   tilelab-harness --counter-availability
 //       prints the GPU's chip name and counter availability image as JSON
 //       (core/counter_profile.h), which the grader keeps per GPU and gives
 //       its timing runs; exit 0, 5 without a device, 7 where CUPTI refuses.
+#include <cuda_runtime.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
@@ -23,8 +28,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime.h>
 
 #include "core/counter_profile.h"
 #include "core/harness_service.h"
@@ -47,16 +50,19 @@ int main(int argc, char** argv) {
     std::printf("%s\n", found.dump().c_str());
     return to_int(found.value("status", "") == kProfileMeasured ? ExitCode::kOk : ExitCode::kProfilerError);
   }
-  if (argc >= 6 && std::strcmp(argv[1], "--via") == 0 && std::strcmp(argv[4], "--") == 0) {
-    return relay_job(argv[2], argv[3], std::vector<std::string>(argv + 5, argv + argc));
-  }
-  if (argc >= 4 && std::strcmp(argv[2], "--") == 0) {
-    return run_once(argv[1], std::vector<std::string>(argv + 3, argv + argc));
+  const bool via = argc >= 3 && std::strcmp(argv[1], "--via") == 0;
+  const int first = via ? 3 : 1;  // the first case file
+  int dashes = first;
+  while (dashes < argc && std::strcmp(argv[dashes], "--") != 0) ++dashes;
+  if (dashes > first && dashes + 1 < argc) {
+    const std::vector<std::string> case_files(argv + first, argv + dashes);
+    const std::vector<std::string> command(argv + dashes + 1, argv + argc);
+    return via ? relay_job(argv[2], case_files, command) : run_once(case_files, command);
   }
   std::fprintf(stderr,
-               "usage: %s CASE_FILE -- LAUNCHER_COMMAND...\n"
+               "usage: %s CASE_FILE... -- LAUNCHER_COMMAND...\n"
                "       %s --serve-jobs SOCKET\n"
-               "       %s --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...\n"
+               "       %s --via SOCKET CASE_FILE... -- LAUNCHER_COMMAND...\n"
                "       %s --counter-availability\n",
                argv[0], argv[0], argv[0], argv[0]);
   return to_int(ExitCode::kUsage);

@@ -48,8 +48,12 @@ ProcessResult run_with_case_text(const std::string& text, const TempDir& dir) {
 
 // tilelab-part-host runs a part built as a shared object as the part's own
 // executable runs it: the same command line after the library.
-std::string part_host() { return (build_dir() / "bin" / "tilelab-part-host").string(); }
-std::string naive_library() { return (build_dir() / "reference" / "libnaive.so").string(); }
+std::string part_host() {
+  return (build_dir() / "bin" / "tilelab-part-host").string();
+}
+std::string naive_library() {
+  return (build_dir() / "reference" / "libnaive.so").string();
+}
 
 TEST(HarnessCommandLine, DescribePrintsThePartItRuns) {
   const std::vector<std::vector<std::string>> commands = {{naive_harness().string(), "--describe"},
@@ -94,7 +98,8 @@ TEST(PartHost, EachTakesPartsInPairsThatRecordNoLaunches) {
   TempDir dir;
   const auto path = one_small_case(dir);  // records launches: the schema's default
   for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
-           {part_host(), "--each"}, {part_host(), "--each", naive_library()},
+           {part_host(), "--each"},
+           {part_host(), "--each", naive_library()},
            {part_host(), "--each", naive_library(), path.string(), naive_library()}}) {
     const ProcessResult r = run_process(command, 60);
     EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
@@ -298,16 +303,107 @@ TEST(HarnessService, ALauncherThatNeverServesDoesNotHoldTheService) {
   HarnessService service;
   // sh runs `sleep 30` with the serve arguments as $0...: it never answers.
   const ProcessResult stuck = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via",
-                                           service.socket().string(), path.string(), "--", "/bin/sh", "-c",
-                                           "sleep 30"},
+                                           service.socket().string(), path.string(), "--", "/bin/sh", "-c", "sleep 30"},
                                           1.0);
   EXPECT_TRUE(stuck.timed_out);
   const ProcessResult next = run_process({(build_dir() / "bin" / "tilelab-harness").string(), "--via",
-                                          service.socket().string(), path.string(), "--",
-                                          naive_harness().string()},
+                                          service.socket().string(), path.string(), "--", naive_harness().string()},
                                          60.0);
   EXPECT_EQ(next.exit_code, to_int(gpu_available() ? ExitCode::kOk : ExitCode::kNoDevice)) << next.err;
   EXPECT_EQ(service.stop(), to_int(ExitCode::kOk));
+}
+
+std::string tiled_library() {
+  return (build_dir() / "reference" / "libtiled.so").string();
+}
+
+// A case file of `part`'s, its result at `result`, that records launches or not.
+std::filesystem::path small_case_of(const TempDir& dir, const std::string& part, const std::string& name,
+                                    bool record = true) {
+  const auto path = dir.path() / (name + ".json");
+  std::ofstream(path) << R"({"version":1,"part":")" << part << R"(","result":")"
+                      << (dir.path() / (name + ".result.json")).string() << R"(","record_launches":)"
+                      << (record ? "true" : "false")
+                      << R"(,"cases":[{"name":"a","j":16,"k":16,"l":16,"inputs":{"seed":1}}]})";
+  return path;
+}
+
+// Several case files on one launcher process of several parts
+// (tilelab-part-host --parts), one-shot and through a service: each file's
+// part in turn, each writing its own result, until one does not end well.
+// Without a GPU the first says so and the second is never run.
+TEST(HarnessService, RunsSeveralCaseFilesOnOneLauncherOfSeveralParts) {
+  TempDir dir;
+  const auto naive = small_case_of(dir, "naive", "naive");
+  const auto tiled = small_case_of(dir, "tiled", "tiled");
+  const auto tool = (build_dir() / "bin" / "tilelab-harness").string();
+  const bool gpu = gpu_available();
+  HarnessService service;
+  for (bool via : {false, true}) {
+    std::filesystem::remove(dir.path() / "naive.result.json");
+    std::filesystem::remove(dir.path() / "tiled.result.json");
+    std::vector<std::string> command = {tool};
+    if (via) command.insert(command.end(), {"--via", service.socket().string()});
+    command.insert(command.end(),
+                   {naive.string(), tiled.string(), "--", part_host(), "--parts", naive_library(), tiled_library()});
+    const ProcessResult r = run_process(command, 60);
+    if (!gpu) {
+      expect_no_device(r);
+      EXPECT_FALSE(std::filesystem::exists(dir.path() / "tiled.result.json")) << "the second part ran";
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* part : {"naive", "tiled"}) {
+      const json result = read_json_file(dir.path() / (std::string(part) + ".result.json"));
+      EXPECT_EQ(result.at("part"), part);
+      EXPECT_EQ(result.at("exit_code"), 0);
+      EXPECT_EQ(result.at("launcher_process"), true);
+      EXPECT_EQ(result.at("cases").size(), 1u);
+    }
+  }
+  // More case files than parts served: the third finds none to serve it.
+  if (gpu) {
+    const ProcessResult r = run_process({tool, naive.string(), tiled.string(), naive.string(), "--", part_host(),
+                                         "--parts", naive_library(), tiled_library()},
+                                        60);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("cannot serve the part of"), std::string::npos) << r.err;
+  }
+  // A case file of another part than the one served is refused as any mismatch is.
+  const ProcessResult swapped = run_process(
+      {tool, naive.string(), naive.string(), "--", part_host(), "--parts", naive_library(), tiled_library()}, 60);
+  EXPECT_NE(swapped.exit_code, 0) << swapped.err;
+  // One launcher records launches for every file or for none.
+  const auto quiet = small_case_of(dir, "tiled", "quiet", false);
+  for (bool via : {false, true}) {
+    std::vector<std::string> command = {tool};
+    if (via) command.insert(command.end(), {"--via", service.socket().string()});
+    command.insert(command.end(),
+                   {naive.string(), quiet.string(), "--", part_host(), "--parts", naive_library(), tiled_library()});
+    const ProcessResult r = run_process(command, 60);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("cannot run these case files on one launcher"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(service.stop(), 0);
+}
+
+// --parts takes one library or more, then the serve arguments; a library it
+// cannot load is a usage error that names it.
+TEST(PartHost, PartsTakesLibrariesThenServes) {
+  TempDir dir;
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{part_host(), "--parts"},
+                                             {part_host(), "--parts", naive_library()},
+                                             {part_host(), "--parts", "--serve", "3", "4", "5"},
+                                             {part_host(), "--parts", naive_library(), "x.json"}}) {
+    const ProcessResult r = run_process(command, 60);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("usage:"), std::string::npos) << r.err;
+  }
+  const ProcessResult r = run_process(
+      {part_host(), "--parts", naive_library(), (dir.path() / "libnothing.so").string(), "--serve", "3", "4", "5"}, 60);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << r.err;
+  EXPECT_NE(r.err.find("libnothing.so"), std::string::npos) << r.err;
 }
 
 // Messages: a 4-byte length and JSON. What the launcher's process sends is

@@ -23,7 +23,7 @@ namespace tilelab {
 // Why no figures came back, in the words the grader shows: "measured" or
 // one of the others, with a one-line message.
 inline constexpr const char* kProfileMeasured = "measured";
-inline constexpr const char* kProfileNotAllowed = "not_allowed";  // counters are for administrators here
+inline constexpr const char* kProfileNotAllowed = "not_allowed";   // counters are for administrators here
 inline constexpr const char* kProfileUnsupported = "unsupported";  // this GPU or setup has no range profiler
 inline constexpr const char* kProfileFailed = "failed";
 inline constexpr const char* kProfileSkipped = "skipped";  // the call is too slow to repeat for its counters
@@ -42,8 +42,8 @@ struct CounterProfile {
   std::map<std::string, double> values;  // metric name -> value, for the whole call
   std::vector<std::string> unavailable;  // names this GPU's profiler does not know
   int passes = 0;
-  double setup_seconds = 0;   // CUPTI's part before the first pass, made in this call
-  double passes_seconds = 0;  // the passes, each with its L2 flush and its call
+  double setup_seconds = 0;     // CUPTI's part before the first pass, made in this call
+  double passes_seconds = 0;    // the passes, each with its L2 flush and its call
   double prepared_seconds = 0;  // the setup's host part, made before (prepare_counters)
 };
 
@@ -62,6 +62,14 @@ void prepare_counters(const std::vector<std::string>& metrics, const std::vector
 // CUPTI refuses. Asking holds the GPU's counters for a moment: only while no
 // other run on the GPU is timed (`tilelab-harness --counter-availability`).
 nlohmann::json counter_availability();
+
+// From now on this process keeps the session of a profile, its range
+// profiler enabled, for its next profile of the same metrics: a session's
+// first Start costs about 0.15 s of the GPU's turn, and a process that
+// serves several parts (tilelab-part-host --parts) pays it once for all of
+// them. The timed calls after a profile then run with the profiler enabled
+// and no range started.
+void keep_counter_session();
 
 // Collects `metrics` over calls of `call` (it returns "" or why the call
 // failed), with the host's part prepare_counters made, or all of the setup

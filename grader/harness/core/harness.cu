@@ -333,18 +333,34 @@ bool parse_fd(const char* text, int* fd) {
 
 }  // namespace
 
+namespace {
+
+// `--serve CONTROL_FD REQUESTS_FD REPLIES_FD [--record]`: serves `parts` and
+// never returns. Returns where the command line asks for something else.
+void serve_if_asked(int argc, char** argv, const std::vector<PartBinding>& parts) {
+  int control = -1, requests = -1, replies = -1;
+  if ((argc == 5 || argc == 6) && std::strcmp(argv[1], "--serve") == 0 && parse_fd(argv[2], &control) &&
+      parse_fd(argv[3], &requests) && parse_fd(argv[4], &replies) &&
+      (argc == 5 || std::strcmp(argv[5], "--record") == 0)) {
+    serve_launcher(parts, control, requests, replies, argc == 6);
+  }
+}
+
+}  // namespace
+
+void serve_main(int argc, char** argv, const std::vector<PartBinding>& parts) {
+  serve_if_asked(argc, argv, parts);
+  print_usage(argv[0]);
+  end_process(ExitCode::kUsage);
+}
+
 int harness_main(int argc, char** argv, const PartBinding& part) {
   if (argc == 2 && std::strcmp(argv[1], "--describe") == 0) {
     const json d = {{"part", part.part_id}, {"launcher", part.launcher}, {"signature", signature_name(part.signature)}};
     std::printf("%s\n", d.dump().c_str());
     end_process(ExitCode::kOk);
   }
-  int control = -1, requests = -1, replies = -1;
-  if ((argc == 5 || argc == 6) && std::strcmp(argv[1], "--serve") == 0 && parse_fd(argv[2], &control) &&
-      parse_fd(argv[3], &requests) && parse_fd(argv[4], &replies) &&
-      (argc == 5 || std::strcmp(argv[5], "--record") == 0)) {
-    serve_launcher(part, control, requests, replies, argc == 6);
-  }
+  serve_if_asked(argc, argv, {part});
   if (argc != 2 || argv[1][0] == '-') {
     print_usage(argv[0]);
     end_process(ExitCode::kUsage);
@@ -396,6 +412,7 @@ ExitCode run_case_file(const CaseFile& file, Launcher& launcher) {
                                     {"current_case", nullptr},
                                     {"cases", json::array()}});
   ExitCode first_failure = ExitCode::kOk;
+  const auto began = std::chrono::steady_clock::now();
   GpuTurn turn(file.gate);
   for (const CaseSpec& spec : file.cases) {
     writer.doc()["current_case"] = spec.name;
@@ -417,6 +434,8 @@ ExitCode run_case_file(const CaseFile& file, Launcher& launcher) {
   }
   writer.doc()["current_case"] = nullptr;
   writer.doc()["state"] = "finished";
+  // The file's own share of a run of several (tilelab-harness CASE_FILE...), its wait at a gate included.
+  writer.doc()["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   writer.doc()["exit_code"] = to_int(first_failure);
   writer.write();
   return first_failure;

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "tilelab/exit_codes.h"
 
@@ -42,6 +43,11 @@ struct PartBinding {
 };
 
 int harness_main(int argc, char** argv, const PartBinding& part);
+
+// `--serve CONTROL_FD REQUESTS_FD REPLIES_FD [--record]` for several parts,
+// the first served at start (tilelab-part-host --parts); any other command
+// line is a usage error. Never returns.
+[[noreturn]] void serve_main(int argc, char** argv, const std::vector<PartBinding>& parts);
 
 // Runs the cases of `case_file` with the part's launcher in this process, as
 // harness_main does, and returns the run's exit status instead of ending the

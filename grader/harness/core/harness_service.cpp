@@ -32,22 +32,40 @@ void report(const std::string& what, const std::string& message, ExitCode code) 
                exit_code_info(code).name);
 }
 
-// Loads the case file, makes the launcher's process with `make` (told
-// whether the case file records launches) and runs the cases: what the
-// one-shot harness and the service do for each run.
+// Whether the case files agree on recording launches: one launcher process
+// records for all of them or for none.
+bool agree_on_records(const std::vector<CaseFile>& files, std::string* why) {
+  for (const CaseFile& f : files) {
+    if (f.record_launches != files[0].record_launches) {
+      *why = "some record launches and some do not";
+      return false;
+    }
+  }
+  return !files.empty();
+}
+
+// Loads the case files, makes the launcher's process with `make` (told
+// whether they record launches) and runs each file's cases in turn, the
+// launcher turned to the i-th part served for the i-th file (tilelab-part-host
+// --parts), until a file's run does not end well: what the one-shot harness
+// and the service do for each run. Returns the last file's run's status.
 ExitCode run_with_launcher(
-    const std::string& case_file,
+    const std::vector<std::string>& case_files,
     const std::function<std::unique_ptr<LauncherProcess>(bool record, std::string* error)>& make) {
-  CaseFile file;
+  std::vector<CaseFile> files;
+  std::string error;
   try {
-    file = load_case_file(case_file);
+    for (const std::string& path : case_files) files.push_back(load_case_file(path));
   } catch (const CaseFileError& e) {
     std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
                  exit_code_info(ExitCode::kBadCaseFile).name);
     return ExitCode::kBadCaseFile;
   }
-  std::string error;
-  const std::unique_ptr<LauncherProcess> launcher = make(file.record_launches, &error);
+  if (!agree_on_records(files, &error)) {
+    report("cannot run these case files on one launcher", error, ExitCode::kUsage);
+    return ExitCode::kUsage;
+  }
+  const std::unique_ptr<LauncherProcess> launcher = make(files[0].record_launches, &error);
   if (!launcher) {
     report("cannot start the launcher", error, ExitCode::kUsage);
     return ExitCode::kUsage;
@@ -57,11 +75,20 @@ ExitCode run_with_launcher(
     report("the launcher did not start", error, ExitCode::kUsage);
     return ExitCode::kUsage;
   }
-  try {
-    return run_case_file(file, *launcher);
-  } catch (const HarnessExit& e) {
-    return e.code;
+  ExitCode code = ExitCode::kOk;
+  for (size_t i = 0; i < files.size() && code == ExitCode::kOk; ++i) {
+    try {
+      if (i > 0 && !launcher->use(i)) {
+        report("the launcher cannot serve the part of " + case_files[i],
+               "it serves " + std::to_string(i) + " parts, or it is gone", ExitCode::kUsage);
+        return ExitCode::kUsage;
+      }
+      code = run_case_file(files[i], *launcher);
+    } catch (const HarnessExit& e) {
+      code = e.code;
+    }
   }
+  return code;
 }
 
 // Passes `fds` with one byte; the message follows in the usual framing.
@@ -183,8 +210,15 @@ void serve_one(int conn) {
   } catch (const ProtocolError&) {
     job = nullptr;
   }
-  const auto it = job.is_object() ? job.find("case_file") : job.end();
-  if (fds.size() != kJobDescriptors || !job.is_object() || it == job.end() || !it->is_string()) {
+  std::vector<std::string> case_files;
+  const auto it = job.is_object() ? job.find("case_files") : job.end();
+  if (it != job.end() && it->is_array()) {
+    for (const json& path : *it) {
+      if (path.is_string()) case_files.push_back(path.get<std::string>());
+    }
+    if (case_files.size() != it->size()) case_files.clear();
+  }
+  if (fds.size() != kJobDescriptors || case_files.empty()) {
     for (int fd : fds) close(fd);
     send_message(conn, {{"exit_code", to_int(ExitCode::kUsage)}});
     return;
@@ -196,7 +230,7 @@ void serve_one(int conn) {
   dup2(fds[0], STDERR_FILENO);
   close(fds[0]);
   const LauncherChannels channels{fds[1], fds[2], fds[3]};
-  const ExitCode code = run_with_launcher(it->get<std::string>(), [&](bool record, std::string*) {
+  const ExitCode code = run_with_launcher(case_files, [&](bool record, std::string*) {
     return LauncherProcess::attach(channels, std::make_unique<RelayWatch>(conn), record);
   });
   std::fflush(stderr);
@@ -222,9 +256,9 @@ void wait_until_serving(const LauncherChannels& ch) {
 
 }  // namespace
 
-int run_once(const std::string& case_file, const std::vector<std::string>& command) {
+int run_once(const std::vector<std::string>& case_files, const std::vector<std::string>& command) {
   return to_int(run_with_launcher(
-      case_file, [&](bool record, std::string* error) { return LauncherProcess::start(command, record, error); }));
+      case_files, [&](bool record, std::string* error) { return LauncherProcess::start(command, record, error); }));
 }
 
 int serve_jobs(const std::string& socket_path) {
@@ -262,16 +296,22 @@ int serve_jobs(const std::string& socket_path) {
   return to_int(ExitCode::kOk);
 }
 
-int relay_job(const std::string& socket_path, const std::string& case_file, const std::vector<std::string>& command) {
-  bool record = true;
+int relay_job(const std::string& socket_path, const std::vector<std::string>& case_files,
+              const std::vector<std::string>& command) {
+  std::vector<CaseFile> files;
+  std::string error;
   try {
-    record = load_case_file(case_file).record_launches;
+    for (const std::string& path : case_files) files.push_back(load_case_file(path));
   } catch (const CaseFileError& e) {
     std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
                  exit_code_info(ExitCode::kBadCaseFile).name);
     return to_int(ExitCode::kBadCaseFile);
   }
-  std::string error;
+  if (!agree_on_records(files, &error)) {
+    report("cannot run these case files on one launcher", error, ExitCode::kUsage);
+    return to_int(ExitCode::kUsage);
+  }
+  const bool record = files[0].record_launches;
   const std::optional<SpawnedLauncher> child = spawn_launcher(command, record, &error);
   if (!child) {
     report("cannot start the launcher", error, ExitCode::kUsage);
@@ -287,8 +327,9 @@ int relay_job(const std::string& socket_path, const std::string& case_file, cons
     report("cannot reach the harness service at " + socket_path, std::strerror(e), ExitCode::kUsage);
     return to_int(ExitCode::kUsage);
   }
-  const std::string absolute = std::filesystem::absolute(case_file).string();
-  const bool sent = send_with_descriptors(conn, {{"case_file", absolute}},
+  json absolute = json::array();
+  for (const std::string& path : case_files) absolute.push_back(std::filesystem::absolute(path).string());
+  const bool sent = send_with_descriptors(conn, {{"case_files", absolute}},
                                           {STDERR_FILENO, ch.control_fd, ch.to_child, ch.from_child});
   for (int fd : {ch.control_fd, ch.to_child, ch.from_child}) close(fd);  // the service holds them now
 

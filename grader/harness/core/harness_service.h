@@ -11,7 +11,7 @@
 //       the service: runs the jobs that reach SOCKET one at a time, until
 //       its standard input closes. It makes its CUDA context before it
 //       listens: the socket appears once the context is made.
-//   tilelab-harness --via SOCKET CASE_FILE -- LAUNCHER_COMMAND...
+//   tilelab-harness --via SOCKET CASE_FILE... -- LAUNCHER_COMMAND...
 //       the relay: starts the launcher's process (its child, in the sandbox
 //       when LAUNCHER_COMMAND puts it there), waits until it serves (its
 //       CUDA context made: the service is not held by a launcher still
@@ -26,7 +26,7 @@
 // that run may be written after whoever stopped it reads the result.
 //
 // Relay and service speak over the socket in launcher_protocol.h's framing:
-//   relay -> service  {"case_file": path}, with four descriptors passed
+//   relay -> service  {"case_files": [path, ...]}, with four descriptors passed
 //                     along (SCM_RIGHTS): standard error, the control block,
 //                     the request pipe and the reply pipe
 //   relay -> service  {"ended": wait status}   its child ended
@@ -43,12 +43,16 @@ namespace tilelab {
 // keeps it private) until standard input closes. Returns the exit status.
 int serve_jobs(const std::string& socket_path);
 
-// Runs `case_file` through the service at `socket_path` with the launcher
-// started as `command`; returns the run's exit status.
-int relay_job(const std::string& socket_path, const std::string& case_file, const std::vector<std::string>& command);
+// Runs `case_files` through the service at `socket_path` with the launcher
+// started as `command`; returns the run's exit status. Several case files
+// run in turn on one launcher, the i-th part it serves for the i-th file
+// (tilelab-part-host --parts), until one's run does not end well; each
+// writes its own result, and the status is the last run's.
+int relay_job(const std::string& socket_path, const std::vector<std::string>& case_files,
+              const std::vector<std::string>& command);
 
-// One-shot: runs `case_file` with the launcher started as `command`, in this
-// process. Returns the exit status.
-int run_once(const std::string& case_file, const std::vector<std::string>& command);
+// One-shot: runs `case_files` with the launcher started as `command`, in
+// this process, as relay_job does. Returns the exit status.
+int run_once(const std::vector<std::string>& case_files, const std::vector<std::string>& command);
 
 }  // namespace tilelab

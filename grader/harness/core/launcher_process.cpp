@@ -152,14 +152,8 @@ std::unique_ptr<LauncherProcess> LauncherProcess::attach(const LauncherChannels&
   }
   lp->control_ = static_cast<ControlBlock*>(mem);  // the child maps the same zeroed page
   try {
-    const json d = lp->request({{"op", "describe"}});
-    lp->info_.part_id = d.at("part").get<std::string>();
-    lp->info_.launcher = d.at("launcher").get<std::string>();
-    if (!signature_from_name(d.at("signature").get<std::string>(), &lp->info_.signature)) {
-      throw ProtocolError("an unknown signature");
-    }
-    lp->context_before_ = d.value("cuda_in_use_at_start", false) == true;
-    if (d.contains("no_device")) {
+    lp->learn(lp->request({{"op", "describe"}}));
+    if (const json& d = lp->described_; d.contains("no_device")) {
       lp->start_error_ = ExitCode::kNoDevice;
       lp->start_message_ = d["no_device"].get<std::string>();
     } else if (d.contains("profiler_error")) {
@@ -182,6 +176,31 @@ LauncherProcess::~LauncherProcess() {
   if (to_child_ >= 0) close(to_child_);
   if (from_child_ >= 0) close(from_child_);
   if (control_ != nullptr) munmap(control_, sizeof(ControlBlock));
+}
+
+void LauncherProcess::learn(const json& d) {
+  PartInfo info;
+  info.part_id = d.at("part").get<std::string>();
+  info.launcher = d.at("launcher").get<std::string>();
+  if (!signature_from_name(d.at("signature").get<std::string>(), &info.signature)) {
+    throw ProtocolError("an unknown signature");
+  }
+  info_ = info;
+  context_before_ = d.value("cuda_in_use_at_start", false) == true;
+  described_ = d;
+}
+
+bool LauncherProcess::use(size_t index) {
+  if (ended_ != ExitCode::kOk || !running_) return false;
+  try {
+    const json d = request({{"op", "use"}, {"part", index}});
+    if (d.contains("error")) return false;
+    learn(d);
+    return true;
+  } catch (const std::exception& e) {  // ProtocolError or a JSON type error: it is not serving
+    note_end(std::string("it was asked to serve another part (") + e.what() + ")");
+    return false;
+  }
 }
 
 ExitCode LauncherProcess::startup_error(std::string* message) const {
@@ -367,8 +386,8 @@ Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records, do
 namespace tilelab {
 
 json LauncherProcess::call_request(const char* op, const LaunchArgs& args) const {
-  json req = {{"op", op},           {"m", where(args.M)}, {"n", where(args.N)}, {"p", where(args.P)},
-              {"j", args.j},        {"k", args.k},        {"l", args.l}};
+  json req = {{"op", op},    {"m", where(args.M)}, {"n", where(args.N)}, {"p", where(args.P)},
+              {"j", args.j}, {"k", args.k},        {"l", args.l}};
   if (args.prop != nullptr) {
     const cudaDeviceProp& p = *args.prop;
     req["props"] = {{"sharedMemPerBlock", p.sharedMemPerBlock},
@@ -415,7 +434,8 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   for (const char* known : {kProfileMeasured, kProfileNotAllowed, kProfileUnsupported, kProfileSkipped}) {
     if (status == known) out.status = status;
   }
-  if (reply.contains("message") && reply["message"].is_string()) out.message = reply["message"].get<std::string>().substr(0, 300);
+  if (reply.contains("message") && reply["message"].is_string())
+    out.message = reply["message"].get<std::string>().substr(0, 300);
   if (out.status == kProfileFailed && out.message.empty()) out.message = "the launcher's process gave no profile";
   const json values = reply.value("metrics", json::object());
   for (const std::string& name : metrics) {
@@ -430,9 +450,9 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   }
   const json passes = reply.value("passes", json(0));
   if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
-  for (auto [name, field] : {std::pair{"setup_seconds", &out.setup_seconds},
-                              std::pair{"passes_seconds", &out.passes_seconds},
-                              std::pair{"prepared_seconds", &out.prepared_seconds}}) {
+  for (auto [name, field] :
+       {std::pair{"setup_seconds", &out.setup_seconds}, std::pair{"passes_seconds", &out.passes_seconds},
+        std::pair{"prepared_seconds", &out.prepared_seconds}}) {
     const json seconds = reply.value(name, json(0.0));
     if (seconds.is_number() && std::isfinite(seconds.get<double>())) *field = std::max(0.0, seconds.get<double>());
   }

@@ -97,14 +97,19 @@ class LauncherProcess : public Launcher {
   void prepare_profile(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) override;
   bool trusted_clock() const override { return true; }
   ExitCode startup_error(std::string* message) const override;
+  // Turns the process to the `index`-th part it serves (tilelab-part-host
+  // --parts) and learns what that part runs. False where it serves no such
+  // part or is gone.
+  bool use(size_t index);
 
  private:
   LauncherProcess() = default;
   nlohmann::json request(const nlohmann::json& message);  // throws ProtocolError
+  void learn(const nlohmann::json& described);            // what a "describe" or "use" said it runs
   // The next reply; throws ProtocolError, also when the watch sees the
   // process end first (a descendant may hold the pipe open).
   nlohmann::json receive();
-  nlohmann::json where(const void* pointer) const;  // [id, offset] of a shared allocation
+  nlohmann::json where(const void* pointer) const;                            // [id, offset] of a shared allocation
   nlohmann::json call_request(const char* op, const LaunchArgs& args) const;  // the call's buffers, sizes and props
   enum class Wait { kDone, kEnded, kOverLimit };
   Wait wait_done(uint64_t seq, double limit_ms);  // limit_ms 0: as long as the process runs
@@ -118,6 +123,7 @@ class LauncherProcess : public Launcher {
   bool record_ = false;
   PartInfo info_;
   bool context_before_ = false;
+  nlohmann::json described_;  // its last answer to "describe" or "use"
   ExitCode start_error_ = ExitCode::kOk;
   std::string start_message_;
   uint64_t seq_ = 0;

@@ -20,7 +20,7 @@ namespace {
 // starts. Named as the harness's, so the launch records leave it out.
 __global__ void tilelab_harness_bring_context_on() {}
 
-json describe(const PartInfo& part, const Launcher& launcher) {
+json describe(const PartBinding& part, const Launcher& launcher) {
   json d = {{"part", part.part_id},
             {"launcher", part.launcher},
             {"signature", signature_name(part.signature)},
@@ -42,12 +42,15 @@ void reply(int fd, const json& message) {
 
 }  // namespace
 
-void serve_launcher(const PartBinding& binding, int control_fd, int requests, int replies, bool record) {
+void serve_launcher(const std::vector<PartBinding>& parts, int control_fd, int requests, int replies, bool record) {
   install_signal_guards();
   void* mem = mmap(nullptr, sizeof(ControlBlock), PROT_READ | PROT_WRITE, MAP_SHARED, control_fd, 0);
   if (mem == MAP_FAILED) end_process(ExitCode::kUsage);
   auto* control = static_cast<ControlBlock*>(mem);
-  InProcessLauncher launcher(binding, record);
+  // The first part's launcher starts the recorders and finds the device, for all of them.
+  InProcessLauncher launcher(parts.at(0), record);
+  const PartBinding* binding = &parts[0];
+  if (parts.size() > 1) keep_counter_session();
   std::string startup_message;
   const bool usable = launcher.startup_error(&startup_message) == ExitCode::kOk;
   cudaDeviceProp real{};
@@ -78,7 +81,15 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
     }
     const std::string op = req.value("op", "");
     if (op == "describe") {
-      reply(replies, describe(launcher.part(), launcher));
+      reply(replies, describe(*binding, launcher));
+    } else if (op == "use") {
+      const json which = req.value("part", json());
+      if (!which.is_number_unsigned() || which.get<size_t>() >= parts.size()) {
+        reply(replies, {{"error", "no such part here"}});
+        continue;
+      }
+      binding = &parts[which.get<size_t>()];
+      reply(replies, describe(*binding, launcher));
     } else if (op == "share" && usable) {
       cudaIpcMemHandle_t handle;
       void* ptr = nullptr;
@@ -118,7 +129,8 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
       if (op == "profile") {
         const std::vector<std::string> metrics = req.at("metrics").get<std::vector<std::string>>();
         const double call_limit_ms = req.value("call_limit_ms", 0.0);
-        reply(replies, to_json(profile_call(metrics, [&] { return call_failure(binding, args); }, call_limit_ms)));
+        reply(replies, to_json(profile_call(
+                           metrics, [&] { return call_failure(*binding, args); }, call_limit_ms)));
         continue;
       }
       const uint64_t seq = req.at("seq").get<uint64_t>();
@@ -132,7 +144,7 @@ void serve_launcher(const PartBinding& binding, int control_fd, int requests, in
       }
       // "done" as soon as the device is idle: taking the records comes after the trusted clock stopped.
       const Invocation call = invoke_launcher(
-          binding, args, [&] { control->done.store(seq, std::memory_order_release); }, take_records);
+          *binding, args, [&] { control->done.store(seq, std::memory_order_release); }, take_records);
       reply(replies, invocation_to_wire(call));
     } else if (op == "prepare_profile" && usable) {
       const std::string hex = req.value("availability", "");

@@ -6,12 +6,18 @@
 // decides what to believe. See launcher_protocol.h for the exchange.
 #pragma once
 
+#include <vector>
+
 #include "harness.h"
 
 namespace tilelab {
 
 // Serves requests on `requests` until told to quit or the trusted side is
 // gone, then ends the process. `control_fd`: the shared ControlBlock.
-[[noreturn]] void serve_launcher(const PartBinding& part, int control_fd, int requests, int replies, bool record);
+// `parts`: the launchers it may serve, the first at start; {"op": "use",
+// "part": i} turns to the i-th (tilelab-part-host --parts: one process for a
+// hand-in's timed parts, and one CUPTI session for their counters).
+[[noreturn]] void serve_launcher(const std::vector<PartBinding>& parts, int control_fd, int requests, int replies,
+                                 bool record);
 
 }  // namespace tilelab
