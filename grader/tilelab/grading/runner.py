@@ -42,6 +42,8 @@ ONE_WORK_QUEUE = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 @dataclass
 class HarnessRun(process.Completed):
     result: Optional[dict] = None  # the harness's result JSON, if it wrote a readable one
+    # Of a run of several case files on one launcher (run_harness), each file's result, in order.
+    results: list = dataclasses.field(default_factory=list)
 
 
 def case_entry(name: str, case: Case, part: Part, seed: int, workdir: Path, timing: Optional[dict],
@@ -124,11 +126,14 @@ def write_cases(
     return path
 
 
-def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandbox",
+def run_harness(binary: Path, case_file: "Path | list", timeout_s: float, sandbox: "Sandbox",
                 wrapper: Sequence = (), cancel: Optional["threading.Event"] = None,
                 trusted: Optional["TrustedHarness"] = None, timed: bool = False,
                 paused: Optional[Callable[[], float]] = None, launcher: Sequence = ()) -> HarnessRun:
-    """Runs a part's harness on a case file.
+    """Runs a part's harness on a case file, or with `trusted` on several in
+    turn, each in a folder of its own, on one launcher that serves their
+    parts (`launcher`: tilelab-part-host --parts and their shared objects);
+    the run's folder is the first's.
 
     With `trusted` (trusted_harness.py), tilelab-harness runs the cases and
     the part's executable serves only its launcher, in the sandbox, in a
@@ -144,28 +149,34 @@ def run_harness(binary: Path, case_file: Path, timeout_s: float, sandbox: "Sandb
     built, not held against `timeout_s` (gpu_turn.py, early_runs.py).
     `launcher`: the command that serves the part instead of its executable
     (tilelab-part-host --wait and the part's shared object)."""
-    work = case_file.parent
-    result_path = work / "result.json"
-    if result_path.exists():
-        result_path.unlink()
+    case_files = list(case_file) if isinstance(case_file, (list, tuple)) else [case_file]
+    if trusted is None and len(case_files) != 1:
+        raise ValueError("several case files run on the trusted harness only")
+    work = case_files[0].parent
+    result_paths = [f.parent / "result.json" for f in case_files]
+    for result_path in result_paths:
+        if result_path.exists():
+            result_path.unlink()
     part = list(launcher) or [binary]
     if trusted is None:
-        run_dir, command = work, [*wrapper, *part, case_file]
+        run_dir, command = work, [*wrapper, *part, case_files[0]]
     else:
         run_dir, command = work / "launcher", [*wrapper, *part]
     sandbox.own(run_dir)
     if trusted is not None and sandbox.switches_user:
-        work.chmod(0o711)  # the launcher passes through to its folder, and can list nothing here
-        case_file.chmod(0o600)
+        for f in case_files:
+            f.parent.chmod(0o711)  # the launcher passes through to its folder, and can list nothing here
+            f.chmod(0o600)
     if trusted is None:
         done = _run_sandboxed(command, run_dir, timeout_s, sandbox, cancel=cancel, background=not timed)
     else:
-        with trusted.prefix(case_file) as lease:
+        with trusted.prefix(case_files) as lease:
             done = _run_sandboxed(command, run_dir, timeout_s, sandbox, cancel=cancel, outside=lease.outside,
                                   background=not timed, paused=paused)
             lease.ended(done)
     sandbox.reclaim(run_dir)
-    return HarnessRun(**dataclasses.asdict(done), result=read_result(result_path))
+    results = [read_result(path) for path in result_paths]
+    return HarnessRun(**dataclasses.asdict(done), result=results[0], results=results)
 
 
 def run_parts_together(host: Path, parts: list, run_dir: Path, timeout_s: float, sandbox: "Sandbox",

@@ -113,12 +113,14 @@ class TrustedHarness:
                 thread.join()
 
     @contextmanager
-    def prefix(self, case_file: Path) -> Iterator["_Lease"]:
-        """The command that runs `case_file` in the trusted harness, put in
-        front of the launcher's command (`process.run(outside=...)`). Tell the
-        lease how the run ended (`lease.ended`) before reading its result."""
+    def prefix(self, case_files: "Path | list") -> Iterator["_Lease"]:
+        """The command that runs `case_files` (one, or several in turn on one
+        launcher of several parts: tilelab-part-host --parts) in the trusted
+        harness, put in front of the launcher's command
+        (`process.run(outside=...)`). Tell the lease how the run ended
+        (`lease.ended`) before reading its results."""
         service = self._acquire() if self._most > 0 else None
-        lease = _Lease(self, service, case_file)
+        lease = _Lease(self, service, case_files if isinstance(case_files, list) else [case_files])
         try:
             yield lease
         finally:
@@ -221,15 +223,15 @@ class TrustedHarness:
 class _Lease:
     """One run's use of the trusted harness."""
 
-    def __init__(self, owner: TrustedHarness, service: Optional[_Service], case_file: Path):
+    def __init__(self, owner: TrustedHarness, service: Optional[_Service], case_files: list):
         self._owner = owner
         self._service = service
         self._stopped = True  # until told otherwise: a run that raised may still be in the service
         self._released = False
         if service is None:
-            self.outside = [owner.tool, case_file, "--"]
+            self.outside = [owner.tool, *case_files, "--"]
         else:
-            self.outside = [owner.tool, "--via", service.socket, case_file, "--"]
+            self.outside = [owner.tool, "--via", service.socket, *case_files, "--"]
 
     def ended(self, done: process.Completed) -> None:
         """How the run ended; a run stopped from outside takes its service with it, now."""

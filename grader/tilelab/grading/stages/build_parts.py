@@ -10,6 +10,7 @@ from ..build import RecipeError, SubmissionBuild
 from ..build_cache import CHECK_CACHE_DIR, CHECK_POLICY, GRADE_POLICY, PART_CACHE_DIR, BuildCache
 from ..context import Grading, private_name
 from ..sanitizer import sanitizes_together
+from .speed import times_together
 from ..static_checks import check_source, missing_summary
 
 
@@ -42,7 +43,8 @@ def build_parts(g: Grading, states: list, probed_capability: Callable[[], Option
              else BuildCache(opt.root, opt.build_dir, opt.build_dir / PART_CACHE_DIR, GRADE_POLICY))
     keys = {s.part.id: cache.key(s.part, s.source, capability) for s in todo}
     cached_dir = g.work / private_name("cached")
-    together = sanitizes_together(g) and capability is not None  # no GPU known here: nothing would load them
+    # Shared objects too, for the parts' runs in one process; no GPU known here: nothing would load them.
+    together = (sanitizes_together(g) or times_together(g)) and capability is not None
     for s in list(todo):
         s.binary = cache.find(s.part, keys[s.part.id], cached_dir / s.part.id)
         if s.binary is not None:

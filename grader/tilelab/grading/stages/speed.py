@@ -40,6 +40,8 @@ WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
 COUNTERS_LEFT_OUT = "this grading left the hardware counters out"
 COUNTERS_LATER = ("they are read once the GPU is free, after the score; the grader's copy of this report is written "
                   "again then")
+# The speed stage's details where a part was timed by one run with the others (_TimedTogether).
+TIMED_TOGETHER = "timed by one launcher process with the other parts, one CUPTI session for their counters"
 FAR_PAST = "not read: a call ran far past the time at which speed earns no points"
 SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
                   "than that is ended. Make each call faster than the time named above: is all of the work in your "
@@ -68,11 +70,30 @@ def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration
         begun.time()
         return
     timed = [s for s in runnable if _may_be_timed(s)]
+    if _on_one_launcher(g, timed):
+        with g.timed("speed"), TimingTurn(g, timed, ceilings, basis, together=True) as turn:
+            turn.time()
+        return
     at_once = g.trusted.at_once or len(timed)
     with g.timed("speed"):
         for first in range(0, len(timed), max(1, at_once)):
             with TimingTurn(g, timed[first:first + at_once], ceilings, basis) as turn:
                 turn.time()
+
+
+def times_together(g: Grading) -> bool:
+    """Whether a grading's parts may be timed by one launcher process
+    (tilelab-part-host --parts): it times several parts, with a tree that
+    has the part host, so the build links each as a shared object too."""
+    return g.options.timing and len(g.parts) > 1 and g.tools.part_host.is_file()
+
+
+def _on_one_launcher(g: Grading, parts: list) -> bool:
+    """Whether these parts' timing runs are one: one process, one CUDA
+    context and one CUPTI session, whose first Start (about 0.15 s of the
+    GPU alone a part otherwise) is paid once (docs/measurements.md, "CUPTI's
+    set-up, and one process for a hand-in's parts")."""
+    return times_together(g) and len(parts) > 1 and all(s.library is not None for s in parts)
 
 
 @contextmanager
@@ -119,17 +140,20 @@ class TimingTurn:
     WAITING_FOR_GPU_ALONE (the runs beside them ending)."""
 
     def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration,
-                 run: Optional[Callable] = None, may_run: Optional[Callable] = None) -> None:
+                 run: Optional[Callable] = None, may_run: Optional[Callable] = None, together: bool = False) -> None:
         """`run`: what each part's run does, run(g, part, ceilings, basis, gate, counters=image)
         (default: _time_part, its timing); `may_run(part)`: whether it may go through its gate
-        after all, its stage saying why not (default: _may_be_timed)."""
+        after all, its stage saying why not (default: _may_be_timed). `together`: the parts,
+        each one to be timed, are timed by one run on one launcher (_TimedTogether), which
+        waits at one gate."""
         self._g = g
         self._parts = parts
         self._ceilings, self._basis = ceilings, basis
-        self._run = run or _time_part
+        self._together = _TimedTogether(g, parts, ceilings, basis) if together else None
+        self._run = self._together.run if together else (run or _time_part)
         self._may_run = may_run or _may_be_timed
-        self._gates = [GpuTurnGate() for _ in parts]
-        self._pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="tilelab-speed")
+        self._gates = [GpuTurnGate() for _ in (parts[:1] if together else parts)]
+        self._pool = ThreadPoolExecutor(max_workers=len(self._gates), thread_name_prefix="tilelab-speed")
         self._runs: list = []
         self._at_gates: Future = Future()
         self._preparing: Optional[threading.Thread] = None
@@ -168,6 +192,12 @@ class TimingTurn:
         why), then, with the GPU alone, lets the others through in turn."""
         g = self._g
         self._at_gates.result()
+        if self._together is not None:
+            with g.held(g.gpu_lock.exclusive(), WAITING_FOR_GPU_ALONE):
+                self._gates[0].give()
+                self._runs[0].result()
+                self._together.judge(self._gates[0])
+            return
         timed = []
         for s, gate, run in zip(self._parts, self._gates, self._runs):
             if self._may_run(s):
@@ -303,19 +333,90 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     caller holds it already. `retimed`: timing it again, since the GPU
     throttled the first time. `counters`: the GPU's counter availability
     image, with which the run makes its counters' setup before its turn."""
-    assignment = g.assignment
-    entries = [(c.name, c) for c in s.part.cases["timing"]]
-    case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-timing"), g.seed,
-                            timing=assignment.timing, profile=g.options.counters == "inline",
-                            profile_shared_memory=_may_use_shared_memory(s),
-                            give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis),
-                            gate=gate.path if gate else None, counter_availability=counters)
-    limit = g.limits["speed"]
-    run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, timed=True,
+    case_file = _timing_cases(g, s, ceilings, basis, gate, counters)
+    run = run_harness(s.binary, case_file, g.limits["speed"], g.sandbox, trusted=g.trusted, timed=True,
                       paused=gate.paused_s if gate else None)
     if gate is not None and gate.called_off:
         return  # the part may not be timed after all: TimingTurn.time says why
     seconds = run.seconds - (gate.paused_s() if gate else 0.0)  # not the wait at its gate
+    _judge_timing(g, s, ceilings, basis, case_file, run, seconds, retimed, counters)
+
+
+def _timing_cases(g: Grading, s: PartState, ceilings, basis: calibration.Calibration,
+                  gate: Optional[GpuTurnGate], counters: Optional[str], folder: str = "timing"):
+    """The part's timing case file, in a folder of its own named `folder`."""
+    assignment = g.assignment
+    entries = [(c.name, c) for c in s.part.cases["timing"]]
+    return write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{folder}"), g.seed,
+                       timing=assignment.timing, profile=g.options.counters == "inline",
+                       profile_shared_memory=_may_use_shared_memory(s),
+                       give_up_ms=give_up_budgets(s.part, assignment.speed, ceilings, basis),
+                       gate=gate.path if gate else None, counter_availability=counters)
+
+
+class _TimedTogether:
+    """The timing of several parts by one run (tilelab-harness CASE_FILE...
+    on tilelab-part-host --parts): their case files in turn, one gate before
+    the first, the counters of all in one CUPTI session. A part whose run
+    did not end well, and every part after it, which that run never began
+    (a kernel's fault may leave the context unusable), is timed again in a
+    process of its own, as every part is timed where they cannot be together."""
+
+    def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
+        self._g, self._parts, self._ceilings, self._basis = g, parts, ceilings, basis
+        self._files: list = []
+        self._run = None
+        self._counters: Optional[str] = None
+
+    def run(self, g: Grading, _first: PartState, ceilings, basis: calibration.Calibration,
+            gate: GpuTurnGate, counters: Optional[str] = None) -> None:
+        """The run, as TimingTurn starts each part's: it waits at `gate` once its first part is ready."""
+        self._counters = counters
+        self._files = [_timing_cases(g, s, ceilings, basis, gate if i == 0 else None, counters, "timed-together")
+                       for i, s in enumerate(self._parts)]
+        host = [g.tools.part_host, "--parts", *(str(s.library) for s in self._parts)]
+        self._run = run_harness(self._parts[0].binary, self._files, g.limits["speed"] * len(self._parts),
+                                g.sandbox, trusted=g.trusted, timed=True, paused=gate.paused_s, launcher=host)
+
+    def judge(self, gate: GpuTurnGate) -> None:
+        """Each part's verdict, with the GPU still alone: from the run where
+        it ended well, from a run of its own where it did not."""
+        run, g = self._run, self._g
+        if run is None or gate.called_off:
+            return
+        limit = g.limits["speed"]
+        alone = False
+        for s, case_file, result in zip(self._parts, self._files, run.results or [None] * len(self._parts)):
+            if not alone and not _ended_well(result):
+                alone = True
+                if run.timed_out:  # it had at least its own time limit: the parts before it kept to theirs
+                    s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s",
+                          run.stderr.strip(), limit, [STATUS_HINTS["timeout"]])
+                    continue
+            if alone:
+                _time_part(g, s, self._ceilings, self._basis, counters=self._counters)
+                continue
+            seconds = float(result["seconds"]) if _number(result.get("seconds")) else 0.0
+            if s is self._parts[0]:
+                seconds = max(0.0, seconds - gate.paused_s())  # not the wait at its gate
+            over = seconds > limit  # timed alone, it would have been ended at its limit
+            part_run = dataclasses.replace(run, timed_out=over, result=result, results=[result])
+            _judge_timing(g, s, self._ceilings, self._basis, case_file, part_run, seconds, False, self._counters,
+                          TIMED_TOGETHER)
+
+
+def _ended_well(result: Optional[dict]) -> bool:
+    """Whether a part's run of a run of several finished and ended with exit 0 (its
+    cases may still have failed): its result is whole. Written by the trusted harness."""
+    return isinstance(result, dict) and result.get("state") == "finished" and result.get("exit_code") == 0
+
+
+def _judge_timing(g: Grading, s: PartState, ceilings, basis: calibration.Calibration, case_file, run,
+                  seconds: float, retimed: bool, counters: Optional[str], details: str = "") -> None:
+    """The part's speed stage from its timing run `run` on `case_file`;
+    `details`: the stage's where it passes."""
+    assignment = g.assignment
+    limit = g.limits["speed"]
     if run.timed_out:
         s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(),
               seconds, [STATUS_HINTS["timeout"]])
@@ -386,14 +487,14 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     if stopped_words:
         left = [f"{c['j']}x{c['k']}x{c['l']}" for c in verdict["cases"] if "not_timed_after" in c]
         s.set("speed", "passed", f"{stopped_words[0]}; 0% of the speed points"
-              + (f" ({', '.join(left)} not timed)" if left else ""), "", seconds, [SLOW_STOP_HINT])
+              + (f" ({', '.join(left)} not timed)" if left else ""), details, seconds, [SLOW_STOP_HINT])
         return
     estimated = " (estimated: no reference solutions on this machine)" if basis.rule == ESTIMATED_RULE else ""
     against = "cuBLAS SGEMM" if best.versus == CUBLAS else "the reference solution"
     s.set("speed", "passed",
           f"{best.gflops:.0f} GFLOP/s at {best.case}: {100 * fraction:.0f}% of the speed points "
           f"(full credit from {best.target_gflops:.0f} GFLOP/s = {100 * best.full_at:.0f}% of {against} "
-          f"here{estimated})", "", seconds)
+          f"here{estimated})", details, seconds)
 
 
 def take_counters(s: PartState, harness_result: Optional[dict]) -> None:

@@ -1,0 +1,64 @@
+"""A grading of several parts times them by one run on one launcher process
+(speed._TimedTogether: tilelab-harness CASE_FILE... on tilelab-part-host
+--parts), with the verdicts each part gets timed alone; a part whose timed
+calls are wrong is judged so from that run, and the others are still timed
+by it."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tilelab.grading.options import GradeOptions
+from tilelab.grading.pipeline import grade
+from tilelab.grading.stages.speed import TIMED_TOGETHER
+from tilelab.system.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTS = ("naive", "tiled", "challenge")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One cache for the module: the references are timed once, not for each test."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def _grade(build, folder: Path, files: dict, parts: tuple):
+    """A hand-in of `files` (part file name -> the file to copy), graded for `parts` without sanitizers."""
+    hand_in = folder / "hand-in"
+    hand_in.mkdir(parents=True)
+    for name, source in files.items():
+        shutil.copy(source, hand_in / name)
+    options = GradeOptions.for_tree(ROOT, build, folder / "out", parts=parts, questions=False, sanitizers=False)
+    # In pytest's private directory: graded as the current user (the sandbox is not what is tested here).
+    return grade(hand_in, options, sandbox=Sandbox())
+
+
+def test_the_parts_of_a_hand_in_are_timed_by_one_launcher(build, device, cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(cache))
+    result = _grade(build, tmp_path, {f"{p}.cu": ROOT / "solutions" / f"{p}.cu" for p in PARTS}, PARTS)
+    for part in result.parts:
+        speed = part.stages["speed"]
+        assert speed.status == "passed", f"{part.id}: {speed.status}: {speed.summary}"
+        assert speed.details == TIMED_TOGETHER, f"{part.id}: {speed.details}"
+        assert part.speed is not None and part.speed.fraction > 0.9, f"{part.id}: {part.speed}"
+        assert part.traffic is not None, f"{part.id}: {part.traffic_note}"
+        print(f"{part.id}: {part.speed.gflops:.0f} GFLOP/s, {100 * part.speed.fraction:.1f} % of the speed points, "
+              f"stage {speed.seconds:.2f} s, counters' passes {part.traffic.seconds:.3f} s")
+
+
+def test_a_part_whose_timed_calls_are_wrong_is_judged_from_the_run_together(build, device, cache, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(cache))
+    replays = ROOT / "tests" / "submissions" / "naive-replays-answer" / "naive.cu"
+    together = _grade(build, tmp_path / "together", {"naive.cu": replays, "tiled.cu": ROOT / "solutions" / "tiled.cu"},
+                      ("naive", "tiled"))
+    alone = _grade(build, tmp_path / "alone", {"naive.cu": replays}, ("naive",))
+    naive, tiled = together.parts
+    (naive_alone,) = alone.parts
+    assert naive.stages["correctness"].status == "passed"
+    assert (naive.stages["speed"].status, naive.stages["speed"].summary) == \
+        (naive_alone.stages["speed"].status, naive_alone.stages["speed"].summary)
+    assert naive.stages["speed"].status == "failed", naive.stages["speed"].summary
+    assert tiled.stages["speed"].status == "passed" and tiled.stages["speed"].details == TIMED_TOGETHER
