@@ -357,6 +357,15 @@ TEST(TrustedHarness, TimesAPartLoadedByThePartHostAsItsExecutable) {
   }
 }
 
+// Traffic and stall counters: more than one pass on the GPUs the course grades on.
+const std::vector<std::string> kSeveralPassMetrics = {"smsp__inst_executed.sum",
+                                                      "dram__bytes_read.sum",
+                                                      "lts__t_bytes.sum",
+                                                      "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                                                      "smsp__warps_issue_stalled_long_scoreboard.sum",
+                                                      "smsp__warps_issue_stalled_barrier.sum",
+                                                      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"};
+
 // tilelab-part-host --parts serves several parts to one trusted-harness run
 // of their case files in turn: each part's verdicts, counters and timed
 // calls as in a process of its own, with one CUPTI session for all, its
@@ -367,13 +376,7 @@ TEST(TrustedHarness, TimesSeveralPartsOnOneLauncherWithOneCounterSession) {
   TILELAB_REQUIRE_GPU();
   const std::string host = (build_dir() / "bin" / "tilelab-part-host").string();
   const std::string tool = (build_dir() / "bin" / "tilelab-harness").string();
-  const std::vector<std::string> metrics = {"smsp__inst_executed.sum",
-                                            "dram__bytes_read.sum",
-                                            "lts__t_bytes.sum",
-                                            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-                                            "smsp__warps_issue_stalled_long_scoreboard.sum",
-                                            "smsp__warps_issue_stalled_barrier.sum",
-                                            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"};
+  const std::vector<std::string>& metrics = kSeveralPassMetrics;
   const std::vector<std::string> parts = {"tiled", "naive", "challenge"};
   TempDir dir;
   auto timed_case = [&](const std::string& part, const std::string& run) {
@@ -746,14 +749,7 @@ TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
 // counters say why they were not read.
 TEST(Counters, AreReadBeforeTheWarmUpAndCountAsIt) {
   TILELAB_REQUIRE_GPU();
-  // Traffic and stall counters: more than one pass on the GPUs the course grades on.
-  const std::vector<std::string> metrics = {"smsp__inst_executed.sum",
-                                            "dram__bytes_read.sum",
-                                            "lts__t_bytes.sum",
-                                            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-                                            "smsp__warps_issue_stalled_long_scoreboard.sum",
-                                            "smsp__warps_issue_stalled_barrier.sum",
-                                            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"};
+  const std::vector<std::string>& metrics = kSeveralPassMetrics;
   TempDir dir;
   auto profiled = [&](double give_up_ms, const std::string& name) {
     TimingSpec t;
