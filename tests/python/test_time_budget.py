@@ -30,7 +30,7 @@ from tilelab.grading.launch_checks import check_first_timed_calls
 from tilelab.grading.model import MEASURED_RULE
 from tilelab.grading.runner import verify, write_cases
 from tilelab.grading.scoring import CUBLAS, GIVE_UP_FACTOR, zero_line_ms
-from tilelab.grading.stages.speed import SlowStop, case_speed, give_up_budgets, slow_stop, stop_words
+from tilelab.grading.stages.speed_rules import SlowStop, case_speed, give_up_budgets, slow_stop, stop_words
 from tilelab.spec.assignment import load_assignment
 from tilelab.spec.matmul import matmul_flop
 from tilelab.system.paths import tool_path

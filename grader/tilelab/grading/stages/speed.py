@@ -17,22 +17,20 @@ import math
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from ...spec.matmul import matmul_flop
-from ...text.numbers import fmt_ms
 from .. import calibration, clocks, counter_availability, counter_hints, traffic
 from ..context import Grading, PartState, private_name
 from ..diagnose import STATUS_HINTS
 from ..gpu_turn import LOOK_S, GpuTurnGate
 from ..launch_checks import (HOST_WORK_HINT, check_first_timed_calls, check_timed_calls, shared_memory_untouched,
                              timed_printing)
-from ..model import ESTIMATED_RULE, NO_CEILINGS, NO_TARGETS, WORK_ELSEWHERE, Speed
+from ..model import ESTIMATED_RULE, NO_CEILINGS, NO_TARGETS, WORK_ELSEWHERE
 from ..runner import run_harness, verify, write_cases
-from ..scoring import CUBLAS, IMPOSSIBLE_FRACTION, give_up_ms, gflops, scored_time, zero_line_ms
+from ..scoring import CUBLAS, zero_line_ms
+from .speed_rules import case_speed, give_up_budgets, is_number, slow_stop, stop_words
 
-STOP_RULES = ("median", "one_call", "call_limit")  # grader/harness/core/timing.h
 # The timing turn's waits, each a phase of the grading's clock (TimingTurn).
 WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
     "waiting for the timing turn", "timing runs starting", "waiting for the GPU alone")
@@ -232,91 +230,6 @@ def _counter_image(g: Grading, ceilings, basis: calibration.Calibration) -> Opti
     return counter_availability.image_for(g.tools.harness, uuid, basis.fingerprint, g.sandbox.gpu_env)
 
 
-def give_up_budgets(part, rule, ceilings, basis: calibration.Calibration) -> dict:
-    """The time budget of one call at each of the part's timing sizes, by
-    case name (scoring.give_up_ms); a size without a target has none."""
-    budgets = {}
-    for case in part.cases["timing"]:
-        target = basis.target(ceilings, part, rule, case.j, case.k, case.l)
-        if target is not None and target.zero > 0:
-            budgets[case.name] = give_up_ms(matmul_flop(case.j, case.k, case.l), target.zero)
-    return budgets
-
-
-@dataclass(frozen=True)
-class SlowStop:
-    """Why the harness stopped timing a case (its result's "stop")."""
-
-    rule: str  # one of STOP_RULES
-    ms: float  # the median of the timed calls, the one call, or the time a call was waited for
-    calls: int  # every call at the case's size, its first and the one ended included
-
-
-def slow_stop(timing) -> Optional[SlowStop]:
-    """The stop of a timing verdict (tilelab-verify passes the harness's
-    through), None where timing was not stopped. Read defensively: the
-    result comes from a process that ran beside student code."""
-    if not isinstance(timing, dict) or timing.get("stopped_slow") is not True:
-        return None
-    stop = timing.get("stop") if isinstance(timing.get("stop"), dict) else {}
-    ms, calls = stop.get("ms"), stop.get("calls")
-    return SlowStop(stop.get("rule") if stop.get("rule") in STOP_RULES else "median",
-                    float(ms) if _number(ms) and math.isfinite(ms) and ms > 0 else 0.0,
-                    calls if isinstance(calls, int) and not isinstance(calls, bool) and calls > 0 else 0)
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def stop_words(case: str, stop: SlowStop, zero_ms: float) -> str:
-    """What a student reads of a stopped case: after how many calls, how
-    long they took, and the time of a call that earns no points."""
-    after = f"after {stop.calls} call{'s' if stop.calls != 1 else ''} " if stop.calls else ""
-    if stop.rule == "call_limit":
-        which = "the last" if stop.calls > 1 else "a call"
-        took = f"{which} was still running after {stop.ms / 1000:.1f} s and was ended"
-    elif stop.rule == "one_call":
-        took = f"one took {fmt_ms(stop.ms)} ms"
-    else:
-        took = f"each took about {fmt_ms(stop.ms)} ms"
-    return (f"timing stopped {after}at {case}: {took}, slower than the {fmt_ms(zero_ms)} ms at which speed earns "
-            "no points")
-
-
-def case_speed(v: dict, target, ceilings, rule: str, full_at: float, flags: list = ()) -> tuple:
-    """(Speed, fraction of the speed points) of one timed size, from
-    tilelab-verify's verdict `v` on it: its median timed call against
-    `target` (scoring.SpeedTarget), or, where the harness stopped timing it
-    as too slow, the time that stopped it, for no points and said so."""
-    t = v["timing"]
-    case = f"{v['j']}x{v['k']}x{v['l']}"
-    flop = matmul_flop(v["j"], v["k"], v["l"])
-    choice = scored_time(t)
-    flags = list(choice.flags) + list(flags)
-    ms = choice.ms
-    stop = slow_stop(t)
-    if stop is not None:
-        ms = stop.ms or ms
-        flags.append(stop_words(case, stop, zero_line_ms(flop, target.zero)))
-    achieved = gflops(flop, ms)
-    fraction = 0.0 if stop is not None else target.fraction(achieved)
-    if achieved > IMPOSSIBLE_FRACTION * ceilings.fp32_gflops:
-        flags.append(f"{achieved:.0f} GFLOP/s is above this GPU's measured FP32 peak: the timing cannot be "
-                     "right, so it earns nothing; a TA will look at it")
-        fraction = 0.0
-    return Speed(
-        case=case, gflops=round(achieved, 1), time_ms=round(ms, 4),
-        event_ms=t["median_event_ms"], cupti_ms=t["median_cupti_span_ms"], wall_ms=t["median_wall_ms"],
-        ceiling_value=round(ceilings.fp32_gflops, 1), bound_gflops=round(target.bound, 1),
-        intensity=round(target.intensity, 2),
-        reference_gflops=round(target.reference, 1) if target.reference else None, rule=rule,
-        full_at=full_at, target_gflops=round(target.full, 1), zero_gflops=round(target.zero, 1),
-        fraction=round(fraction, 4), flags=flags, versus=target.versus,
-        cublas_gflops=round(target.cublas, 1) if target.cublas else None,
-    ), fraction
-
-
 def _may_use_shared_memory(s: PartState) -> bool:
     """Whether the part's kernels may use shared memory, for the counters of a call far over its budget: its
     contract asks for it, or its correctness runs, where they came first (not in a check's early timing), used it."""
@@ -396,7 +309,7 @@ class _TimedTogether:
             if alone:
                 _time_part(g, s, self._ceilings, self._basis, counters=self._counters)
                 continue
-            seconds = float(result["seconds"]) if _number(result.get("seconds")) else 0.0
+            seconds = float(result["seconds"]) if is_number(result.get("seconds")) else 0.0
             if s is self._parts[0]:
                 seconds = max(0.0, seconds - gate.paused_s())  # not the wait at its gate
             over = seconds > limit  # timed alone, it would have been ended at its limit
