@@ -317,14 +317,15 @@ std::string tiled_library() {
   return (build_dir() / "reference" / "libtiled.so").string();
 }
 
-// A case file of `part`'s, its result at `result`, that records launches or not.
+// A case file of `part`'s, its result beside it, that records launches or not: one case
+// whose size every part takes (the tiled part's kernel covers whole tiles only).
 std::filesystem::path small_case_of(const TempDir& dir, const std::string& part, const std::string& name,
                                     bool record = true) {
   const auto path = dir.path() / (name + ".json");
   std::ofstream(path) << R"({"version":1,"part":")" << part << R"(","result":")"
                       << (dir.path() / (name + ".result.json")).string() << R"(","record_launches":)"
                       << (record ? "true" : "false")
-                      << R"(,"cases":[{"name":"a","j":16,"k":16,"l":16,"inputs":{"seed":1}}]})";
+                      << R"(,"cases":[{"name":"a","j":64,"k":64,"l":64,"inputs":{"seed":1}}]})";
   return path;
 }
 
