@@ -62,3 +62,28 @@ def test_a_part_whose_timed_calls_are_wrong_is_judged_from_the_run_together(buil
         (naive_alone.stages["speed"].status, naive_alone.stages["speed"].summary)
     assert naive.stages["speed"].status == "failed", naive.stages["speed"].summary
     assert tiled.stages["speed"].status == "passed" and tiled.stages["speed"].details == TIMED_TOGETHER
+
+
+def test_a_part_that_faults_in_its_timed_calls_and_the_parts_after_it_are_timed_again_alone(
+        build, device, cache, tmp_path, monkeypatch):
+    """Its fault may leave the launcher's context unusable: the run stops
+    there, the part is judged by a run of its own (as when timed alone), and
+    the part after it, which the run never began, is timed by one of its own."""
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(cache))
+    source = (ROOT / "solutions" / "naive.cu").read_text()
+    store = "P[row * Width + col] = sum;"
+    assert store in source, "the premise: the naive solution's store"
+    faults = tmp_path / "naive.cu"  # right at every case's size, a trap at the timing sizes
+    faults.write_text(source.replace(store, "if (Width >= 4000) __trap();\n    " + store))
+    together = _grade(build, tmp_path / "together", {"naive.cu": faults, "tiled.cu": ROOT / "solutions" / "tiled.cu"},
+                      ("naive", "tiled"))
+    alone = _grade(build, tmp_path / "alone", {"naive.cu": faults}, ("naive",))
+    naive, tiled = together.parts
+    (naive_alone,) = alone.parts
+    assert naive.stages["correctness"].status == "passed", naive.stages["correctness"].summary
+    assert naive.stages["speed"].status == "failed", naive.stages["speed"].summary
+    assert (naive.stages["speed"].status, naive.stages["speed"].summary) == \
+        (naive_alone.stages["speed"].status, naive_alone.stages["speed"].summary)
+    speed = tiled.stages["speed"]
+    assert speed.status == "passed" and speed.details != TIMED_TOGETHER, f"{speed.status}: {speed.details}"
+    assert tiled.speed is not None and tiled.speed.fraction > 0.9
