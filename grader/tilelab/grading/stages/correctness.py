@@ -22,6 +22,9 @@ from ..runner import HarnessRun, case_seed, may_be_disturbed, run_harness, verif
 if TYPE_CHECKING:
     from .early_runs import EarlyStart
 
+# What a part's runs may print before its summary says so (only the start and end are kept).
+PRINTED_MOST = 10 * 1024 * 1024
+
 
 def _harness_failure(run) -> Optional[str]:
     """Why a harness run ended abnormally, in words, or None."""
@@ -155,7 +158,7 @@ def settle_correctness(g: Grading, s: PartState, runs: list, sets: tuple, exit_c
     elif failure:
         summary = f"the harness was stopped ({failure}); {summary}"
     printed = sum(r.run.output_bytes for r in runs)
-    if printed > 10 * 1024 * 1024:
+    if printed > PRINTED_MOST:
         summary += f"; the part printed {printed / 1e6:.0f} MB (only the start and end are kept)"
     g.progress(f"{s.part.id}: {summary}")
     seconds = sum(r.run.seconds for r in runs)
