@@ -10,7 +10,8 @@ no more than a run may. Every other part, and every part of a run that
 did not end so, is run as before, in a process of its own: what a part is
 told of a failing case, a crash or a hang, and what it printed, is what a
 run of its own tells, and a part whose code disturbs the run is found
-there."""
+there. So a hand-in with a part that fails pays for its cases twice, and
+one with a part that hangs waits for that part's time limit twice."""
 
 from __future__ import annotations
 
