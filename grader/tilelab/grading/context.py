@@ -161,7 +161,11 @@ def open_grading(submission: Path, opt: GradeOptions, *, sandbox: Optional[Sandb
                              env=sandbox.extra_env, gpu_shared=gpu_lock.shared)
     trusted = kept.for_grading(tools.harness, sandbox.extra_env, services, make) if kept is not None else make()
     if parts:
-        threading.Thread(target=trusted.start_all, name="tilelab-harness-services", daemon=True).start()
+        # A grading of several parts runs their cases, then times them, each on one launcher, through one
+        # service (stages/cases_together.py, speed.py): one context made ahead, more only for a run of a part's own.
+        ahead = 1 if opt.mode != "check" and len(parts) > 1 and tools.part_host.is_file() else services
+        threading.Thread(target=trusted.start_all, args=(ahead,), name="tilelab-harness-services",
+                         daemon=True).start()
     return Grading(options=opt, assignment=assignment, submission=located.folder, parts=parts,
                    seed=opt.draw_seed(), tools=tools, sandbox=sandbox, work=work, logs=logs, trusted=trusted,
                    gpu_lock=gpu_lock, clock=clock, started=started,

@@ -86,13 +86,15 @@ class TrustedHarness:
         """How many runs may be in the trusted harness at once; None: any number (one-shot runs)."""
         return self._most or None
 
-    def start_all(self) -> None:
-        """Starts every service now, side by side, and returns once each
-        listens: their CUDA contexts are made while the parts are checked and
-        built, and no run waits for one. A service listens once its context
-        is made, so the GPU is held shared until then."""
+    def start_all(self, most: Optional[int] = None) -> None:
+        """Starts every service now (or up to `most` of them), side by side,
+        and returns once each listens: their CUDA contexts are made while the
+        parts are checked and built, and no run waits for one. A service
+        listens once its context is made, so the GPU is held shared until then.
+        The others start as runs need them."""
         with self._cond:
-            count = 0 if self._closed else max(0, self._most - len(self._all) - self._starting)
+            wanted = self._most if most is None else min(most, self._most)
+            count = 0 if self._closed else max(0, wanted - len(self._all) - self._starting)
             self._starting += count
 
         def start() -> None:

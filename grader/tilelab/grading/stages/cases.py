@@ -14,6 +14,7 @@ from ..model import Stage
 from ..runner import exit_codes, write_cases
 from ..sanitizer import (CHECKED_TOGETHER, NO_SHARED_MEMORY, NOT_RUN_AFTER_TIMEOUT, run_sanitizer, run_together,
                          sanitizer_path)
+from .cases_together import correct_together, together_parts
 from .correctness import run_correctness, write_staff_log
 
 
@@ -51,10 +52,11 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
     run; measured: docs/measurements-archive.md, "Fast feedback, continued:
     fewer waits on the critical path").
 
-    Where the parts were also linked as shared objects, each tool checks
-    them all in one run (sanitizer.run_together), called off if a part
-    hangs; a run that does not prove every part clean is followed by a run
-    of each part's own, as without."""
+    Where the parts were also linked as shared objects, their cases run on
+    one launcher first (cases_together.py), and each tool checks them all in
+    one run (sanitizer.run_together), called off if a part hangs; a run that
+    does not prove a part right, or every part clean, is followed by a run
+    of each such part's own, as without."""
     hangs = {s.part.id: threading.Event() for s in runnable}
     calls_off = {(s.part.id, tool): threading.Event() for s in runnable for tool in ("memcheck", "racecheck")}
     disturbed: set = set()
@@ -64,10 +66,11 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
     together = together if len(together) > 1 else []
     a_part_hangs = threading.Event()  # calls off the runs of the parts together
 
-    def correctness(s: PartState) -> None:
-        with g.timed("correctness"):
-            if run_correctness(g, s, codes):
-                disturbed.add(s.part.id)
+    def correctness(s: PartState, settled: bool = False) -> None:
+        if not settled:
+            with g.timed("correctness"):
+                if run_correctness(g, s, codes):
+                    disturbed.add(s.part.id)
         if any(c.status == "timeout" for c in s.result.cases):
             hangs[s.part.id].set()
             a_part_hangs.set()
@@ -80,6 +83,16 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
                 and shared_memory_untouched(s.harness_result, sizes)):
             no_shared_memory.add(s.part.id)
             calls_off[s.part.id, "racecheck"].set()
+
+    def correctness_together() -> None:
+        with g.timed("correctness"):
+            settled = correct_together(g, one_launcher, codes, a_part_hangs)
+        for s in settled:
+            correctness(s, settled=True)
+        rest = [s for s in one_launcher if s not in settled]
+        with ThreadPoolExecutor(max_workers=max(1, min(len(rest), workers))) as each:
+            for done in [each.submit(correctness, s) for s in rest]:
+                done.result()
 
     def sanitizer_cases(s: PartState, tool: str, folder: Path) -> Path:
         entries = [(c.name, c) for c in s.part.cases[tool]]
@@ -112,7 +125,9 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
                 done.result()
 
     limit = g.limits["sanitizer"]
-    jobs = [(correctness, (s,)) for s in runnable]
+    one_launcher = together_parts(g, runnable)  # their cases in one run, where it proves them right
+    jobs = [(correctness_together, ())] if one_launcher else []
+    jobs += [(correctness, (s,)) for s in runnable if s not in one_launcher]
     if g.options.sanitizers:
         # The longer runs first, so that none of them is left to start last
         # when there are more runs than workers (a racecheck run takes about

@@ -22,6 +22,9 @@ from ..runner import HarnessRun, case_seed, may_be_disturbed, run_harness, verif
 if TYPE_CHECKING:
     from .early_runs import EarlyStart
 
+# What a part's runs may print before its summary says so (only the start and end are kept).
+PRINTED_MOST = 10 * 1024 * 1024
+
 
 def _harness_failure(run) -> Optional[str]:
     """Why a harness run ended abnormally, in words, or None."""
@@ -110,7 +113,7 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     what the part printed is taken from a run of the public cases alone.
     Returns whether a run may have been disturbed by runs beside it."""
     limit = g.limits["correctness"]
-    sets = tuple(name for name in g.sets if s.part.cases[name])
+    sets = part_sets(g, s)
     runs = []
     if g.trusted is not None and sets == ("public", "hidden"):
         runs.append(run_sets(g, s, sets, limit, exit_codes, "cases"))
@@ -123,6 +126,19 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
             runs.append(begun or run_sets(g, s, (set_name,), limit, exit_codes, set_name))
             if _harness_failure(runs[-1].run) == "timeout":
                 break  # a part that hangs would hang again: the other set is not run
+    return settle_correctness(g, s, runs, sets, exit_codes)
+
+
+def part_sets(g: Grading, s: PartState) -> tuple:
+    """The case sets of the part that this grading runs (public, hidden), those it has cases in."""
+    return tuple(name for name in g.sets if s.part.cases[name])
+
+
+def settle_correctness(g: Grading, s: PartState, runs: list, sets: tuple, exit_codes: dict) -> bool:
+    """The part's correctness stage, cases and launch records from its runs
+    (SetsRun), what a student is shown of them, and whether a run may have
+    been disturbed by runs beside it."""
+    limit = g.limits["correctness"]
     cases: dict = {}
     for r in runs:
         cases.update((c.name, c) for c in r.cases)
@@ -142,7 +158,7 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     elif failure:
         summary = f"the harness was stopped ({failure}); {summary}"
     printed = sum(r.run.output_bytes for r in runs)
-    if printed > 10 * 1024 * 1024:
+    if printed > PRINTED_MOST:
         summary += f"; the part printed {printed / 1e6:.0f} MB (only the start and end are kept)"
     g.progress(f"{s.part.id}: {summary}")
     seconds = sum(r.run.seconds for r in runs)
@@ -171,6 +187,22 @@ def run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: di
     """One harness run of the part's cases of `sets`, each set with the inputs
     a run of its own gives it; its staff log is `<part>-<label>`. `early`: the
     run begins before the part is built (early_runs.py)."""
+    case_file, hidden = sets_case_file(g, s, sets, label)
+    watch = HiddenStart(case_file.parent / "result.json", hidden) if len(sets) > 1 and hidden else None
+    if early is not None:
+        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=early.waited,
+                          cancel=early.called_off, launcher=early.launcher)
+        run = dataclasses.replace(run, seconds=max(0.0, run.seconds - early.waited()))  # its cases, not the build
+    else:
+        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=watch)
+    write_staff_log(g, f"{s.part.id}-{label}", run)
+    return sets_run_of(g, s, sets, case_file, hidden, run, limit, exit_codes)
+
+
+def sets_case_file(g: Grading, s: PartState, sets: tuple, label: str) -> tuple:
+    """(the case file of the part's cases of `sets`, in a folder of its own
+    named after `label`, each set with the inputs a run of its own gives it;
+    the names its hidden cases have in it)."""
     reverse = s.case_file_names
     entries, seeds = [], []
     for set_name in sets:
@@ -180,14 +212,12 @@ def run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: di
             seeds.append(case_seed(set_seed, i))
     case_file = write_cases(s.part, entries, g.work / private_name(f"{s.part.id}-{label}"), g.seed, seeds=seeds)
     hidden = {reverse.get(c.name, c.name) for c in s.part.cases["hidden"]} if "hidden" in sets else set()
-    watch = HiddenStart(case_file.parent / "result.json", hidden) if len(sets) > 1 and hidden else None
-    if early is not None:
-        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=early.waited,
-                          cancel=early.called_off, launcher=early.launcher)
-        run = dataclasses.replace(run, seconds=max(0.0, run.seconds - early.waited()))  # its cases, not the build
-    else:
-        run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=watch)
-    write_staff_log(g, f"{s.part.id}-{label}", run)
+    return case_file, hidden
+
+
+def sets_run_of(g: Grading, s: PartState, sets: tuple, case_file: Path, hidden: set, run: HarnessRun,
+                limit: float, exit_codes: dict) -> SetsRun:
+    """The trusted verdict on `run` of `case_file` (sets_case_file), as a SetsRun."""
     verdict = verify(g.tools.verify, case_file)
     cases = _case_results(verdict, sets, s.part, s.hidden_names)
     _mark_stopped_case(cases, run, limit, exit_codes)

@@ -1,0 +1,110 @@
+"""Every part's public and hidden cases in one run of the trusted harness,
+on one launcher process that serves all of them (tilelab-part-host
+--parts): a hand-in's correctness with one CUDA context instead of one a
+part, and one trusted-harness service busy instead of six.
+
+A part's verdicts are taken from that run only where it proves the part
+right: its cases ran to their end and every one passed, no CUDA was in use
+before its launcher was called, the run left no process behind and printed
+no more than a run may. Every other part, and every part of a run that
+did not end so, is run as before, in a process of its own: what a part is
+told of a failing case, a crash or a hang, and what it printed, is what a
+run of its own tells, and a part whose code disturbs the run is found
+there. So a hand-in with a part that fails pays for its cases twice, and
+one with a part that hangs waits for that part's time limit twice."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from pathlib import Path
+
+from ..context import Grading
+from ..runner import run_harness
+from .correctness import (PRINTED_MOST, hidden_began, part_sets, sets_case_file, sets_run_of, settle_correctness,
+                          write_staff_log)
+
+
+def together_parts(g: Grading, runnable: list) -> list:
+    """The parts whose cases run on one launcher: two or more, each linked
+    as a shared object too, graded through the trusted harness (no check
+    whose cases begin while its parts compile, early_runs.py)."""
+    parts = [s for s in runnable if s.library is not None]
+    if g.trusted is None or g.early is not None or len(parts) < 2 or not g.tools.part_host.is_file():
+        return []
+    return parts
+
+
+def correct_together(g: Grading, parts: list, exit_codes: dict, hangs: threading.Event) -> list:
+    """One run of every part's cases of this grading's sets, the parts in
+    turn on one launcher. Returns the parts whose correctness stage it
+    settled; a run that a run beside it disturbed settles none it did not
+    prove right, and their runs of their own say so. `hangs` is set where a
+    part's cases ran past their time limit: the runs that check the parts
+    together under compute-sanitizer would hang on it too."""
+    limit = g.limits["correctness"]
+    sets = [part_sets(g, s) for s in parts]
+    files = [sets_case_file(g, s, part_sets_, "cases-together") for s, part_sets_ in zip(parts, sets)]
+    starts = PartStarts([case_file.parent / "result.json" for case_file, _ in files], [h for _, h in files])
+    host = [g.tools.part_host, "--parts", *(str(s.library) for s in parts)]
+    run = run_harness(parts[0].binary, [case_file for case_file, _ in files], limit, g.sandbox, trusted=g.trusted,
+                      paused=starts, launcher=host)
+    write_staff_log(g, "cases-together", run)
+    if run.timed_out:
+        hangs.set()
+    if run.stopped is not None or run.others or run.output_bytes > PRINTED_MOST:
+        return []  # whose it was, only runs of their own can tell
+    settled = []
+    for s, part_sets_, (case_file, hidden), result in zip(parts, sets, files, run.results):
+        if not _ended_well(result) or result.get("cuda_in_use_at_start") is not False:
+            continue
+        seconds = result.get("seconds")
+        # The part's own share of the run: it ended well, printed nothing a student must see, left nothing.
+        own = dataclasses.replace(run, exit_code=0, signal=None, timed_out=False, stopped=None, result=result,
+                                  results=[result], stdout="", stderr="", output="", output_bytes=0,
+                                  seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0)
+        sets_run = sets_run_of(g, s, part_sets_, case_file, hidden, own, limit, exit_codes)
+        every = sum(len(s.part.cases[name]) for name in part_sets_)
+        if len(sets_run.cases) == every and all(c.passed for c in sets_run.cases):
+            settle_correctness(g, s, [sets_run], part_sets_, exit_codes)
+            settled.append(s)
+    return settled
+
+
+def _ended_well(result) -> bool:
+    """Whether a case file's result (the trusted harness's) says its run finished, with exit 0."""
+    return isinstance(result, dict) and result.get("state") == "finished" and result.get("exit_code") == 0
+
+
+class PartStarts:
+    """A run's `paused` (process.run) where several case files run in turn:
+    the time the run took until the current file began, or its hidden
+    cases did, so that each part's cases, and its hidden ones from their
+    start, have the whole time limit a run of their own has (as HiddenStart
+    gives a part's hidden cases). Read from the result files, which the
+    trusted harness writes as each file's cases begin."""
+
+    def __init__(self, results: list, hidden: list) -> None:
+        self._results, self._hidden = [Path(r) for r in results], hidden
+        self._start = time.monotonic()
+        self._current = 0  # the file whose cases run now, as far as seen
+        self._hidden_seen = False
+        self._after = 0.0
+
+    def __call__(self) -> float:
+        while self._current + 1 < len(self._results) and self._results[self._current + 1].exists():
+            self._current += 1
+            self._hidden_seen = False
+            self._after = time.monotonic() - self._start
+        if not self._hidden_seen and self._hidden[self._current]:
+            try:
+                began = hidden_began(json.loads(self._results[self._current].read_text()),
+                                     self._hidden[self._current])
+            except (OSError, ValueError, UnicodeDecodeError):
+                began = False  # not written yet (it is replaced whole, by a rename): looked at again
+            if began:
+                self._hidden_seen = True
+                self._after = time.monotonic() - self._start
+        return self._after
