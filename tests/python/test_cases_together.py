@@ -74,3 +74,19 @@ def test_a_run_settles_the_parts_it_proves_right_and_without_a_gpu_none(tmp_path
             assert all(s.stage("correctness").status == "passed" for s in parts)
     finally:
         g.close()
+
+
+def test_a_parts_own_share_of_a_run_is_its_result_and_time_and_nothing_printed():
+    from tilelab.grading.runner import HarnessRun
+    from tilelab.grading.stages.cases_together import own_share
+
+    first = {"state": "finished", "exit_code": 0, "seconds": 0.42, "cases": []}
+    second = {"state": "finished", "exit_code": 12, "cases": []}
+    run = HarnessRun(exit_code=12, signal=None, timed_out=False, seconds=3.5, stdout="naive printed this",
+                     stderr="tilelab: case w1: kernel fault", stdout_bytes=18, stderr_bytes=30, others=0,
+                     result=first, results=[first, second])
+    own = own_share(run, first)
+    assert (own.exit_code, own.signal, own.timed_out, own.stopped, own.seconds) == (0, None, False, None, 0.42)
+    assert (own.output, own.output_bytes) == ("", 0)
+    assert own.result is first and own.results == [first]
+    assert own_share(run, {"state": "finished", "exit_code": 0, "seconds": "soon"}).seconds == 0.0

@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 from ..context import Grading
-from ..runner import run_harness
+from ..runner import HarnessRun, run_harness
 from .correctness import (PRINTED_MOST, hidden_began, part_sets, sets_case_file, sets_run_of, settle_correctness,
                           write_staff_log)
+from .speed_rules import is_number
 
 
 def together_parts(g: Grading, runnable: list) -> list:
@@ -60,17 +61,23 @@ def correct_together(g: Grading, parts: list, exit_codes: dict, hangs: threading
     for s, part_sets_, (case_file, hidden), result in zip(parts, sets, files, run.results):
         if not _ended_well(result) or result.get("cuda_in_use_at_start") is not False:
             continue
-        seconds = result.get("seconds")
-        # The part's own share of the run: it ended well, printed nothing a student must see, left nothing.
-        own = dataclasses.replace(run, exit_code=0, signal=None, timed_out=False, stopped=None, result=result,
-                                  results=[result], stdout="", stderr="", output="", output_bytes=0,
-                                  seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0)
-        sets_run = sets_run_of(g, s, part_sets_, case_file, hidden, own, limit, exit_codes)
+        sets_run = sets_run_of(g, s, part_sets_, case_file, hidden, own_share(run, result), limit, exit_codes)
         every = sum(len(s.part.cases[name]) for name in part_sets_)
         if len(sets_run.cases) == every and all(c.passed for c in sets_run.cases):
             settle_correctness(g, s, [sets_run], part_sets_, exit_codes)
             settled.append(s)
     return settled
+
+
+def own_share(run: HarnessRun, result: dict) -> HarnessRun:
+    """A part's own share of a run of several (`result`: its case file's,
+    which ended well): its exit status and time, its result; nothing it
+    printed (a student is shown output only of a part that fails, from a
+    run of its own), and nothing left behind (the run left nothing)."""
+    seconds = result.get("seconds")
+    return dataclasses.replace(run, exit_code=0, signal=None, timed_out=False, stopped=None, result=result,
+                               results=[result], stdout="", stderr="", stdout_bytes=0, stderr_bytes=0,
+                               seconds=float(seconds) if is_number(seconds) else 0.0)
 
 
 def _ended_well(result) -> bool:
