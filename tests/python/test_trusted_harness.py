@@ -52,7 +52,7 @@ def harnesses():
 
 
 def run(trusted: TrustedHarness, cases: Path, launcher: list, timeout_s: float = 60) -> process.Completed:
-    with trusted.prefix(cases) as lease:
+    with trusted.prefix([cases]) as lease:
         done = process.run(launcher, timeout_s, outside=lease.outside)
         lease.ended(done)
     return done
@@ -70,7 +70,7 @@ def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path, harn
     trusted.start_all()
     assert len(trusted._all) == 3 and len(trusted._idle) == 3
     cases = case_file(tmp_path)
-    with trusted.prefix(cases) as lease:
+    with trusted.prefix([cases]) as lease:
         assert lease.outside[1] == "--via"
         socket = Path(lease.outside[2])
         done = process.run([naive], 60, outside=lease.outside)
@@ -78,7 +78,7 @@ def test_runs_share_one_service_and_it_ends_when_the_grading_does(tmp_path, harn
     assert done.exit_code == expected_ok(), done.stderr
     # Runs one after another reuse the same service.
     for _ in range(2):
-        with trusted.prefix(cases) as lease:
+        with trusted.prefix([cases]) as lease:
             assert Path(lease.outside[2]) == socket
             done = process.run([naive], 60, outside=lease.outside)
             lease.ended(done)
@@ -103,12 +103,12 @@ def test_a_run_stopped_by_its_time_limit_takes_its_service_down(tmp_path, harnes
     build = build_dir()
     trusted = harnesses(1)
     cases = case_file(tmp_path)
-    with trusted.prefix(cases) as lease:
+    with trusted.prefix([cases]) as lease:
         first = lease.outside[2]
         done = process.run(["/bin/sh", "-c", "sleep 30"], 1.0, outside=lease.outside)
         lease.ended(done)
     assert done.timed_out
-    with trusted.prefix(cases) as lease:
+    with trusted.prefix([cases]) as lease:
         assert lease.outside[2] != first
         done = process.run([build / "reference" / "naive"], 60, outside=lease.outside)
         lease.ended(done)
@@ -142,7 +142,7 @@ def test_without_services_each_run_is_one_shot(tmp_path, harnesses):
     cases = case_file(tmp_path)
     done = run(trusted, cases, [build / "reference" / "naive"])
     assert done.exit_code == expected_ok(), done.stderr
-    with trusted.prefix(cases) as lease:
+    with trusted.prefix([cases]) as lease:
         assert lease.outside == [tool_path(build, "tilelab-harness"), cases, "--"]
 
 

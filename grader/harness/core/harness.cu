@@ -331,10 +331,6 @@ bool parse_fd(const char* text, int* fd) {
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // `--serve CONTROL_FD REQUESTS_FD REPLIES_FD [--record]`: serves `parts` and
 // never returns. Returns where the command line asks for something else.
 void serve_if_asked(int argc, char** argv, const std::vector<PartBinding>& parts) {

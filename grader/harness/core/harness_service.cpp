@@ -32,16 +32,24 @@ void report(const std::string& what, const std::string& message, ExitCode code) 
                exit_code_info(code).name);
 }
 
-// Whether the case files agree on recording launches: one launcher process
-// records for all of them or for none.
-bool agree_on_records(const std::vector<CaseFile>& files, std::string* why) {
-  for (const CaseFile& f : files) {
-    if (f.record_launches != files[0].record_launches) {
-      *why = "some record launches and some do not";
-      return false;
+// Loads a run's case files into `files`, which must agree on recording
+// launches (one launcher process records for all of them or for none); says
+// why not and returns the run's exit status where they cannot run.
+ExitCode load_case_files(const std::vector<std::string>& paths, std::vector<CaseFile>* files) {
+  try {
+    for (const std::string& path : paths) files->push_back(load_case_file(path));
+  } catch (const CaseFileError& e) {
+    std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
+                 exit_code_info(ExitCode::kBadCaseFile).name);
+    return ExitCode::kBadCaseFile;
+  }
+  for (const CaseFile& f : *files) {
+    if (f.record_launches != files->front().record_launches) {
+      report("cannot run these case files on one launcher", "some record launches and some do not", ExitCode::kUsage);
+      return ExitCode::kUsage;
     }
   }
-  return !files.empty();
+  return files->empty() ? ExitCode::kUsage : ExitCode::kOk;
 }
 
 // Loads the case files, makes the launcher's process with `make` (told
@@ -53,18 +61,8 @@ ExitCode run_with_launcher(
     const std::vector<std::string>& case_files,
     const std::function<std::unique_ptr<LauncherProcess>(bool record, std::string* error)>& make) {
   std::vector<CaseFile> files;
+  if (const ExitCode loaded = load_case_files(case_files, &files); loaded != ExitCode::kOk) return loaded;
   std::string error;
-  try {
-    for (const std::string& path : case_files) files.push_back(load_case_file(path));
-  } catch (const CaseFileError& e) {
-    std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
-                 exit_code_info(ExitCode::kBadCaseFile).name);
-    return ExitCode::kBadCaseFile;
-  }
-  if (!agree_on_records(files, &error)) {
-    report("cannot run these case files on one launcher", error, ExitCode::kUsage);
-    return ExitCode::kUsage;
-  }
   const std::unique_ptr<LauncherProcess> launcher = make(files[0].record_launches, &error);
   if (!launcher) {
     report("cannot start the launcher", error, ExitCode::kUsage);
@@ -299,19 +297,9 @@ int serve_jobs(const std::string& socket_path) {
 int relay_job(const std::string& socket_path, const std::vector<std::string>& case_files,
               const std::vector<std::string>& command) {
   std::vector<CaseFile> files;
-  std::string error;
-  try {
-    for (const std::string& path : case_files) files.push_back(load_case_file(path));
-  } catch (const CaseFileError& e) {
-    std::fprintf(stderr, "tilelab: %s [exit %d: %s]\n", e.what(), to_int(ExitCode::kBadCaseFile),
-                 exit_code_info(ExitCode::kBadCaseFile).name);
-    return to_int(ExitCode::kBadCaseFile);
-  }
-  if (!agree_on_records(files, &error)) {
-    report("cannot run these case files on one launcher", error, ExitCode::kUsage);
-    return to_int(ExitCode::kUsage);
-  }
+  if (const ExitCode loaded = load_case_files(case_files, &files); loaded != ExitCode::kOk) return to_int(loaded);
   const bool record = files[0].record_launches;
+  std::string error;
   const std::optional<SpawnedLauncher> child = spawn_launcher(command, record, &error);
   if (!child) {
     report("cannot start the launcher", error, ExitCode::kUsage);

@@ -152,8 +152,9 @@ std::unique_ptr<LauncherProcess> LauncherProcess::attach(const LauncherChannels&
   }
   lp->control_ = static_cast<ControlBlock*>(mem);  // the child maps the same zeroed page
   try {
-    lp->learn(lp->request({{"op", "describe"}}));
-    if (const json& d = lp->described_; d.contains("no_device")) {
+    const json d = lp->request({{"op", "describe"}});
+    lp->learn(d);
+    if (d.contains("no_device")) {
       lp->start_error_ = ExitCode::kNoDevice;
       lp->start_message_ = d["no_device"].get<std::string>();
     } else if (d.contains("profiler_error")) {
@@ -187,7 +188,6 @@ void LauncherProcess::learn(const json& d) {
   }
   info_ = info;
   context_before_ = d.value("cuda_in_use_at_start", false) == true;
-  described_ = d;
 }
 
 bool LauncherProcess::use(size_t index) {

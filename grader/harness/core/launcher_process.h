@@ -123,7 +123,6 @@ class LauncherProcess : public Launcher {
   bool record_ = false;
   PartInfo info_;
   bool context_before_ = false;
-  nlohmann::json described_;  // its last answer to "describe" or "use"
   ExitCode start_error_ = ExitCode::kOk;
   std::string start_message_;
   uint64_t seq_ = 0;

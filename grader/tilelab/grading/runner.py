@@ -203,6 +203,19 @@ def read_result(path: Path) -> Optional[dict]:
     return result if isinstance(result, dict) else None
 
 
+def ended_well(result: Optional[dict]) -> bool:
+    """Whether a case file's result says its run finished with exit 0 (its
+    cases may still have failed): the result is whole. The trusted harness
+    writes it, and in a run of several case files, one for each."""
+    return isinstance(result, dict) and result.get("state") == "finished" and result.get("exit_code") == 0
+
+
+def result_seconds(result: Optional[dict]) -> float:
+    """A case file's own share of a run of several, as its result says (0 where it says none)."""
+    seconds = result.get("seconds") if isinstance(result, dict) else None
+    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0
+
+
 def _run_sandboxed(command: list, run_dir: Path, timeout_s: float, sandbox: "Sandbox", **how) -> process.Completed:
     """A run of a part's code in the sandbox, in `run_dir`, watched for its
     disk quota, with one work queue (ONE_WORK_QUEUE)."""

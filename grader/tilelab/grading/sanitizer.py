@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..system.process import CANCELLED, Completed, clip_lines
 from .model import Stage
-from .runner import OWN_EXITS, may_be_disturbed, read_result, run_harness, run_parts_together
+from .runner import OWN_EXITS, ended_well, may_be_disturbed, read_result, run_harness, run_parts_together
 
 if TYPE_CHECKING:
     import threading
@@ -103,16 +103,12 @@ def run_together(tool: str, host: Path, parts: list, run_dir: Path, timeout_s: f
     part's printing): each part is then checked by a run of its own."""
     exe = sanitizer_path()
     run = run_parts_together(host, parts, run_dir, timeout_s, sandbox, wrapper=_wrapper(exe, tool), cancel=cancel)
-    return run, _clean(run) and all(_ended_well(read_result(case_file.parent / "result.json"))
+    return run, _clean(run) and all(ended_well(read_result(case_file.parent / "result.json"))
                                     for _, case_file in parts)
 
 
 def _clean(run: Completed) -> bool:
     return run.exit_code == 0 and not run.timed_out and run.stopped is None
-
-
-def _ended_well(result: Optional[dict]) -> bool:
-    return result is not None and result.get("state") == "finished" and result.get("exit_code") == 0
 
 
 # A stage's details where one run checked the part with the hand-in's other parts (run_together).

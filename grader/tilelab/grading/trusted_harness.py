@@ -115,14 +115,14 @@ class TrustedHarness:
                 thread.join()
 
     @contextmanager
-    def prefix(self, case_files: "Path | list") -> Iterator["_Lease"]:
+    def prefix(self, case_files: list) -> Iterator["_Lease"]:
         """The command that runs `case_files` (one, or several in turn on one
         launcher of several parts: tilelab-part-host --parts) in the trusted
         harness, put in front of the launcher's command
         (`process.run(outside=...)`). Tell the lease how the run ended
         (`lease.ended`) before reading its results."""
         service = self._acquire() if self._most > 0 else None
-        lease = _Lease(self, service, case_files if isinstance(case_files, list) else [case_files])
+        lease = _Lease(self, service, case_files)
         try:
             yield lease
         finally:

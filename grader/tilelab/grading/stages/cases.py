@@ -66,11 +66,14 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
     together = together if len(together) > 1 else []
     a_part_hangs = threading.Event()  # calls off the runs of the parts together
 
-    def correctness(s: PartState, settled: bool = False) -> None:
-        if not settled:
-            with g.timed("correctness"):
-                if run_correctness(g, s, codes):
-                    disturbed.add(s.part.id)
+    def correctness(s: PartState) -> None:
+        with g.timed("correctness"):
+            if run_correctness(g, s, codes):
+                disturbed.add(s.part.id)
+        after_correctness(s)
+
+    def after_correctness(s: PartState) -> None:
+        """What the part's correctness verdict decides: a hang, its launch checks, racecheck's call-off."""
         if any(c.status == "timeout" for c in s.result.cases):
             hangs[s.part.id].set()
             a_part_hangs.set()
@@ -88,7 +91,7 @@ def _shared_gpu_runs(g: Grading, runnable: list, codes: dict, workers: int) -> l
         with g.timed("correctness"):
             settled = correct_together(g, one_launcher, codes, a_part_hangs)
         for s in settled:
-            correctness(s, settled=True)
+            after_correctness(s)
         rest = [s for s in one_launcher if s not in settled]
         with ThreadPoolExecutor(max_workers=max(1, min(len(rest), workers))) as each:
             for done in [each.submit(correctness, s) for s in rest]:

@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 
 from ..context import Grading
-from ..runner import HarnessRun, run_harness
+from ..runner import HarnessRun, ended_well, result_seconds, run_harness
 from .correctness import (PRINTED_MOST, hidden_began, part_sets, sets_case_file, sets_run_of, settle_correctness,
                           write_staff_log)
-from .speed_rules import is_number
 
 
 def together_parts(g: Grading, runnable: list) -> list:
@@ -59,7 +58,7 @@ def correct_together(g: Grading, parts: list, exit_codes: dict, hangs: threading
         return []  # whose it was, only runs of their own can tell
     settled = []
     for s, part_sets_, (case_file, hidden), result in zip(parts, sets, files, run.results):
-        if not _ended_well(result) or result.get("cuda_in_use_at_start") is not False:
+        if not ended_well(result) or result.get("cuda_in_use_at_start") is not False:
             continue
         sets_run = sets_run_of(g, s, part_sets_, case_file, hidden, own_share(run, result), limit, exit_codes)
         every = sum(len(s.part.cases[name]) for name in part_sets_)
@@ -74,15 +73,11 @@ def own_share(run: HarnessRun, result: dict) -> HarnessRun:
     which ended well): its exit status and time, its result; nothing it
     printed (a student is shown output only of a part that fails, from a
     run of its own), and nothing left behind (the run left nothing)."""
-    seconds = result.get("seconds")
     return dataclasses.replace(run, exit_code=0, signal=None, timed_out=False, stopped=None, result=result,
                                results=[result], stdout="", stderr="", stdout_bytes=0, stderr_bytes=0,
-                               seconds=float(seconds) if is_number(seconds) else 0.0)
+                               seconds=result_seconds(result))
 
 
-def _ended_well(result) -> bool:
-    """Whether a case file's result (the trusted harness's) says its run finished, with exit 0."""
-    return isinstance(result, dict) and result.get("state") == "finished" and result.get("exit_code") == 0
 
 
 class PartStarts:

@@ -27,9 +27,9 @@ from ..gpu_turn import LOOK_S, GpuTurnGate
 from ..launch_checks import (HOST_WORK_HINT, check_first_timed_calls, check_timed_calls, shared_memory_untouched,
                              timed_printing)
 from ..model import ESTIMATED_RULE, NO_CEILINGS, NO_TARGETS, WORK_ELSEWHERE
-from ..runner import run_harness, verify, write_cases
+from ..runner import ended_well, result_seconds, run_harness, verify, write_cases
 from ..scoring import CUBLAS, zero_line_ms
-from .speed_rules import case_speed, give_up_budgets, is_number, slow_stop, stop_words
+from .speed_rules import case_speed, give_up_budgets, slow_stop, stop_words
 
 # The timing turn's waits, each a phase of the grading's clock (TimingTurn).
 WAITING_FOR_TURN, TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE = (
@@ -300,7 +300,7 @@ class _TimedTogether:
         limit = g.limits["speed"]
         alone = False
         for s, case_file, result in zip(self._parts, self._files, run.results or [None] * len(self._parts)):
-            if not alone and not _ended_well(result):
+            if not alone and not ended_well(result):
                 alone = True
                 if run.timed_out:  # it had at least its own time limit: the parts before it kept to theirs
                     s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s",
@@ -309,19 +309,13 @@ class _TimedTogether:
             if alone:
                 _time_part(g, s, self._ceilings, self._basis, counters=self._counters)
                 continue
-            seconds = float(result["seconds"]) if is_number(result.get("seconds")) else 0.0
+            seconds = result_seconds(result)
             if s is self._parts[0]:
                 seconds = max(0.0, seconds - gate.paused_s())  # not the wait at its gate
             over = seconds > limit  # timed alone, it would have been ended at its limit
             part_run = dataclasses.replace(run, timed_out=over, result=result, results=[result])
             _judge_timing(g, s, self._ceilings, self._basis, case_file, part_run, seconds, False, self._counters,
                           TIMED_TOGETHER)
-
-
-def _ended_well(result: Optional[dict]) -> bool:
-    """Whether a part's run of a run of several finished and ended with exit 0 (its
-    cases may still have failed): its result is whole. Written by the trusted harness."""
-    return isinstance(result, dict) and result.get("state") == "finished" and result.get("exit_code") == 0
 
 
 def _judge_timing(g: Grading, s: PartState, ceilings, basis: calibration.Calibration, case_file, run,

@@ -45,11 +45,11 @@ def slow_stop(timing) -> Optional[SlowStop]:
     stop = timing.get("stop") if isinstance(timing.get("stop"), dict) else {}
     ms, calls = stop.get("ms"), stop.get("calls")
     return SlowStop(stop.get("rule") if stop.get("rule") in STOP_RULES else "median",
-                    float(ms) if is_number(ms) and math.isfinite(ms) and ms > 0 else 0.0,
+                    float(ms) if _number(ms) and math.isfinite(ms) and ms > 0 else 0.0,
                     calls if isinstance(calls, int) and not isinstance(calls, bool) and calls > 0 else 0)
 
 
-def is_number(value) -> bool:
+def _number(value) -> bool:
     """A JSON number, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
