@@ -14,6 +14,12 @@ def _started(target, *args) -> threading.Thread:
     return thread
 
 
+def _cases_of(lock: GpuLock, grading: str, events: list) -> None:
+    """A grading's cases and sanitizers, on the shared GPU."""
+    with lock.shared(cases_of=grading):
+        events.append(f"{grading} cases")
+
+
 def test_a_turn_given_back_while_a_grading_waits_keeps_other_cases_out_until_that_grading_is_done():
     lock, events = GpuLock(), []
     a_holds, b_waits = threading.Event(), threading.Event()
@@ -36,16 +42,12 @@ def test_a_turn_given_back_while_a_grading_waits_keeps_other_cases_out_until_tha
                 events.append("b timed")
             events.append("b turn over")
 
-    def cases_of_c():
-        with lock.shared(cases_of="c"):
-            events.append("c cases")
-
     a = _started(grading_a)
     assert a_holds.wait(5)
     b = _started(grading_b)
     a.join(5)
     time.sleep(0.02)  # a gave the turn back with b waiting: handed on
-    c = _started(cases_of_c)
+    c = _started(_cases_of, lock, "c", events)
     for thread in (b, c):
         thread.join(5)
     assert events == ["a turn over", "b turn", "b cases", "b timed", "b turn over", "c cases"]
@@ -67,10 +69,6 @@ def test_cases_that_wait_go_first_after_a_few_turns_handed_on_in_a_row():
             time.sleep(0.1)
             events.append("turn over")
 
-    def cases():
-        with lock.shared(cases_of="cases"):
-            events.append("cases")
-
     holder = _started(first)
     assert first_holds.wait(5)
     others = [_started(another, f"grading {i}") for i in range(waiting)]
@@ -78,25 +76,17 @@ def test_cases_that_wait_go_first_after_a_few_turns_handed_on_in_a_row():
     go.set()
     holder.join(5)
     time.sleep(0.02)
-    waiter = _started(cases)
+    waiter = _started(_cases_of, lock, "c", events)
     for thread in [*others, waiter]:
         thread.join(10)
     assert len(events) == waiting + 2
     # The first turn, then HANDOFFS_IN_A_ROW handed on while the cases waited; they start during the next.
-    assert events.index("cases") == 1 + HANDOFFS_IN_A_ROW
+    assert events.index("c cases") == 1 + HANDOFFS_IN_A_ROW
 
 
 def test_a_turn_given_back_with_nobody_waiting_keeps_no_cases_out():
     lock, events = GpuLock(), []
     with lock.turn(owner="a"):
         events.append("a turn")
-    done = threading.Event()
-
-    def cases():
-        with lock.shared(cases_of="b"):
-            events.append("b cases")
-        done.set()
-
-    _started(cases)
-    assert done.wait(2)
+    _started(_cases_of, lock, "b", events).join(2)
     assert events == ["a turn", "b cases"]
