@@ -13,6 +13,14 @@ turn is a lock of its own, taken before both: while one grading prepares,
 waits and times, no other grading's timing run is alive, and nothing else
 takes the GPU exclusively (exclusive() takes the turn first).
 
+A grading's cases and sanitizers are the long runs on the shared GPU, and
+a timing run waits for those beside it to end before it is alone. Where
+the turn is given back while another grading of this process waits for it,
+it is handed on: no other grading's cases and sanitizers start until that
+grading gives it back in turn, so its timing runs prepare and are timed
+without waiting for runs that began meanwhile. At most HANDOFFS_IN_A_ROW
+turns pass so in a row; then the cases and sanitizers that wait go first.
+
 What starts CUDA on the GPU, or makes or ends a context there, shares it
 too: the GPU probe (grading/stages/device.py) and the trusted harness's
 services (grading/trusted_harness.py). Such work beside a timed part
@@ -49,6 +57,10 @@ from typing import IO, Optional
 from .paths import LOCK_DIR, open_lock_file
 
 
+# How many timing turns in a row may be handed on while other gradings' cases wait (the module's doc).
+HANDOFFS_IN_A_ROW = 3
+
+
 class GpuLock:
     """`gpu`: the GPU as CUDA_VISIBLE_DEVICES names it, to share the lock with
     the other processes on this host that grade on it (lock_name); None: this process only."""
@@ -60,28 +72,64 @@ class GpuLock:
         self._waiting_exclusive = 0
         self._turn = threading.RLock()  # the thread that takes the turn may then take exclusive()
         self._turns = 0  # how deep the holder of _turn is in turn()
+        self._turn_wanted = 0  # threads of this process waiting for the turn
+        self._turn_owner: object = None  # whose turn it is (turn(owner)), while it is held
+        self._handed_on = False  # the turn passed to a grading that waited: other cases wait
+        self._handoffs = 0  # turns handed on in a row
         self._host = _HostLock(lock_name(gpu), lock_dir) if gpu is not None else None
 
     @contextmanager
-    def turn(self):
+    def turn(self, owner: object = None):
         """The GPU's timing turn, one holder at a time on this host. Take it
         before starting runs that will wait for the GPU alone, and hold it
-        until they are over; exclusive() takes it too."""
-        with self._turn:
+        until they are over; exclusive() takes it too. `owner`: the grading
+        whose turn it is, whose own cases may start while it holds a turn
+        handed on to it (shared(cases_of))."""
+        with self._cond:
+            self._turn_wanted += 1
+        try:
+            self._turn.acquire()
+        finally:
+            with self._cond:
+                self._turn_wanted -= 1
+        try:
             self._turns += 1
-            try:
-                if self._turns == 1 and self._host:
+            if self._turns == 1:
+                with self._cond:
+                    self._turn_owner = owner
+                    self._cond.notify_all()
+                if self._host:
                     self._host.take_turn()
+            try:
                 yield
             finally:
-                if self._turns == 1 and self._host:
-                    self._host.give_turn()
+                if self._turns == 1:
+                    if self._host:
+                        self._host.give_turn()
+                    self._hand_on()
                 self._turns -= 1
+        finally:
+            self._turn.release()
+
+    def _hand_on(self) -> None:
+        """As the turn is given back: handed on where a thread waits for it
+        and fewer than HANDOFFS_IN_A_ROW were handed on before this one."""
+        with self._cond:
+            self._turn_owner = None
+            if self._turn_wanted and self._handoffs < HANDOFFS_IN_A_ROW:
+                self._handed_on, self._handoffs = True, self._handoffs + 1
+            else:
+                self._handed_on, self._handoffs = False, 0
+            self._cond.notify_all()
 
     @contextmanager
-    def shared(self):
+    def shared(self, cases_of: object = None):
+        """The GPU shared with other runs. `cases_of`: the grading whose
+        cases and sanitizers these runs are; they do not start while the
+        turn is handed on to another grading (the module's doc)."""
         with self._cond:
-            while self._exclusive or self._waiting_exclusive:
+            while (self._exclusive or self._waiting_exclusive
+                   or (cases_of is not None and self._handed_on and self._turn_owner is not cases_of)):
                 self._cond.wait()
             self._sharing += 1
         try:

@@ -22,7 +22,7 @@ def run_cases(g: Grading, runnable: list) -> None:
     """The correctness, launch, memcheck and racecheck stages of every part that built."""
     g.progress("correctness" + (" and compute-sanitizer" if g.options.sanitizers else ""))
     codes = exit_codes(g.tools.verify)
-    with g.held(g.gpu_lock.shared(), "waiting to share the GPU"):
+    with g.held(g.gpu_lock.shared(cases_of=g), "waiting to share the GPU"):
         disturbed = _shared_gpu_runs(g, runnable, codes, g.options.jobs)
     if disturbed:
         # Crashed or could not start: perhaps starved by a run beside it (a

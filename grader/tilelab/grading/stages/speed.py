@@ -161,7 +161,7 @@ class TimingTurn:
         g = self._g
         try:
             # The turn first: no other grading's timing run is alive while these wait at their gates.
-            self._held.enter_context(g.held(g.gpu_lock.turn(), WAITING_FOR_TURN))
+            self._held.enter_context(g.held(g.gpu_lock.turn(owner=g), WAITING_FOR_TURN))
             # The runs prepare beside whatever this grading does meanwhile (its cases, in a check).
             self._preparing = threading.Thread(target=self._prepare, name="tilelab-speed-prepare", daemon=True)
             self._preparing.start()
