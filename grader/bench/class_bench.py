@@ -51,6 +51,21 @@ class ClassRun:
     counters: str = "inline"  # GradeOptions.counters of its gradings
     scored_seconds: Optional[float] = None  # with counters "later": when every grading had its score
     beside: dict = field(default_factory=dict)  # CUDA processes started beside it (StartsBeside.figures())
+    results_at: list = field(default_factory=list)  # when each result was written, seconds from the start, in order
+
+    @property
+    def steady(self) -> Optional[tuple]:
+        """(hand-ins an hour, first, last): the rate between the first and
+        the last result written while every slot had a grading in flight
+        (the in_flight-th result and as many before the end), which a
+        deadline's long stream keeps; a class's start and end wait on a
+        pipeline that fills and empties. None for a class too small to tell."""
+        slots = self.in_flight * max(1, len(self.gpus))
+        ends = self.results_at
+        first, last = slots, len(ends) - slots
+        if last - first < 2 or ends[last - 1] <= ends[first - 1]:
+            return None
+        return 3600.0 * (last - first) / (ends[last - 1] - ends[first - 1]), first, last
 
     @property
     def per_hour(self) -> float:
@@ -69,7 +84,9 @@ class ClassRun:
         return percentile(self.gradings, share)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "per_hour": round(self.per_hour, 1),
+        steady = self.steady
+        return {**asdict(self), "steady_per_hour": round(steady[0], 1) if steady else None,
+                "per_hour": round(self.per_hour, 1),
                 "per_hour_per_gpu": round(self.per_hour_per_gpu, 1),
                 "p50_s": round(self.percentile(0.5), 2), "p95_s": round(self.percentile(0.95), 2)}
 
@@ -133,15 +150,16 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
     beside = (StartsBeside(root, build, out / f"starts-beside-{name}", gpus[0], starts_beside) if starts_beside
               else nullcontext())
     with MachineLoad() as load, beside:
-        clock = time.monotonic()
+        clock, began = time.monotonic(), time.time()
         summary = run_batch(class_dir, root=root, build_dir=build, out_dir=results, gpus=gpus, force=True,
                             live=False, log=log, in_flight=in_flight, sanitizers=SANITIZERS not in without,
                             timing=SPEED not in without, counters=counters)
         wall = time.monotonic() - clock
-    walls, phases, missing, short, turns = [], {}, [], [], []
+    walls, phases, missing, short, turns, ends = [], {}, [], [], [], []
     for row in summary.rows:
         try:
             detailed = json.loads((results / row.student / "grade.json").read_text())
+            ends.append((results / row.student / "grade.json").stat().st_mtime - began)
         except (OSError, ValueError):
             missing.append(f"{row.student}: {row.status}")
             continue
@@ -167,7 +185,8 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
                     turn={k: round(sum(t[k] for t in turns) / len(turns), 3) for k in turns[0]} if turns else {},
                     without=list(without), counters=counters,
                     scored_seconds=round(summary.scored_seconds, 2) if counters == "later" else None,
-                    beside=beside.figures() if starts_beside else {})
+                    beside=beside.figures() if starts_beside else {},
+                    results_at=[round(t, 2) for t in sorted(ends)])
 
 
 def run_classes(root: Path, build: Path, out: Path, count: int, gpus: Optional[list], in_flight: Optional[int],
@@ -258,6 +277,10 @@ def format_classes(runs: list) -> str:
             f"{100 * load.get('cpu_saturated', 0):.0f} % of the time)" + (f"; {gpu_busy}" if gpu_busy else "")
             + (f"; the batch's own process {load['own_cores']:.2f} cores (over 90 % of one core "
                f"{100 * load.get('own_saturated', 0):.0f} % of the time)" if "own_cores" in load else ""))
+        if run.steady:
+            rate, first, last = run.steady
+            lines.append(f"  between result {first} and result {last}, every slot busy: {rate:,.0f} an hour, "
+                         f"{rate / max(1, len(run.gpus)):,.0f} per GPU")
         if run.scored_seconds:
             lines.append(f"  the counters read once every hand-in was graded: every score in "
                          f"{run.scored_seconds:.1f} s = {3600.0 * run.graded / run.scored_seconds:,.0f} an hour, "

@@ -109,6 +109,23 @@ def test_a_class_runs_figures_follow_from_its_gradings():
     assert "timing turn" not in text  # the runs above took none
 
 
+def test_a_class_steady_rate_counts_the_results_while_every_slot_was_busy():
+    """A class of 12, 3 in flight, whose first results came late (the
+    pipeline filling) and whose last came close together (emptying): the
+    steady rate is taken between the 3rd and the 9th result."""
+    from bench.class_bench import ClassRun, format_classes
+
+    ends = [10.0, 11.0, 12.0, 15.0, 18.0, 21.0, 24.0, 27.0, 30.0, 31.0, 31.5, 32.0]
+    run = ClassRun(gpus=["0"], in_flight=3, hand_ins=12, graded=12, wall_seconds=32.0, gradings=[10.0] * 12,
+                   phases={}, results_at=ends)
+    rate, first, last = run.steady
+    assert (first, last) == (3, 9) and rate == 3600.0 * 6 / (30.0 - 12.0)
+    assert "between result 3 and result 9, every slot busy: 1,200 an hour" in format_classes([run])
+    assert run.to_dict()["steady_per_hour"] == 1200.0
+    small = ClassRun(**{**vars(run), "results_at": ends[:7]})
+    assert small.steady is None and "every slot busy" not in format_classes([small])
+
+
 def test_a_gradings_timing_turn_is_read_from_its_phases():
     """A class's grade.json (the spans of a grading in a class of 12 on the
     H100): the turn is held from its timing runs' start to the speed stage's
