@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from tilelab.grading.runner import case_seed, write_cases
-from tilelab.grading.stages.correctness import HiddenStart, hidden_began
+from tilelab.grading.stages.correctness import PartStarts, hidden_began
 from tilelab.spec.assignment import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def _write(path: Path, doc) -> None:
 
 def test_the_hidden_cases_time_limit_runs_from_when_the_first_of_them_begins(tmp_path):
     result = tmp_path / "result.json"
-    clock = HiddenStart(result, {"h01"})
+    clock = PartStarts([result], [{"h01"}])
     assert clock() == 0.0  # no result written yet
     result.write_text('{"current_case": "h0')  # being written
     assert clock() == 0.0

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from conftest import ROOT, built_tree
-from tilelab.grading.stages.cases_together import PartStarts
+from tilelab.grading.stages.correctness import PartStarts
 
 
 def _write(path: Path, doc) -> None:

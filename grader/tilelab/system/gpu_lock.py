@@ -74,8 +74,7 @@ class GpuLock:
         self._turns = 0  # how deep the holder of _turn is in turn()
         self._turn_wanted = 0  # threads of this process waiting for the turn
         self._turn_owner: object = None  # whose turn it is (turn(owner)), while it is held
-        self._handed_on = False  # the turn passed to a grading that waited: other cases wait
-        self._handoffs = 0  # turns handed on in a row
+        self._handoffs = 0  # turns handed on in a row; while > 0, other gradings' cases wait
         self._host = _HostLock(lock_name(gpu), lock_dir) if gpu is not None else None
 
     @contextmanager
@@ -116,10 +115,8 @@ class GpuLock:
         and fewer than HANDOFFS_IN_A_ROW were handed on before this one."""
         with self._cond:
             self._turn_owner = None
-            if self._turn_wanted and self._handoffs < HANDOFFS_IN_A_ROW:
-                self._handed_on, self._handoffs = True, self._handoffs + 1
-            else:
-                self._handed_on, self._handoffs = False, 0
+            handed_on = self._turn_wanted and self._handoffs < HANDOFFS_IN_A_ROW
+            self._handoffs = self._handoffs + 1 if handed_on else 0
             self._cond.notify_all()
 
     @contextmanager
@@ -129,7 +126,7 @@ class GpuLock:
         turn is handed on to another grading (the module's doc)."""
         with self._cond:
             while (self._exclusive or self._waiting_exclusive
-                   or (cases_of is not None and self._handed_on and self._turn_owner is not cases_of)):
+                   or (cases_of is not None and self._handoffs and self._turn_owner is not cases_of)):
                 self._cond.wait()
             self._sharing += 1
         try:

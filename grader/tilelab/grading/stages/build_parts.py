@@ -10,8 +10,8 @@ from ..build import RecipeError, SubmissionBuild
 from ..build_cache import CHECK_CACHE_DIR, CHECK_POLICY, GRADE_POLICY, PART_CACHE_DIR, BuildCache
 from ..context import Grading, private_name
 from ..sanitizer import sanitizes_together
-from .speed import times_together
 from ..static_checks import check_source, missing_summary
+from .speed import times_together
 
 
 def check_sources(g: Grading, states: list) -> None:

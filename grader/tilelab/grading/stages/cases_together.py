@@ -16,14 +16,11 @@ one with a part that hangs waits for that part's time limit twice."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
-import time
-from pathlib import Path
 
 from ..context import Grading
 from ..runner import HarnessRun, ended_well, result_seconds, run_harness
-from .correctness import (PRINTED_MOST, hidden_began, part_sets, sets_case_file, sets_run_of, settle_correctness,
+from .correctness import (PRINTED_MOST, PartStarts, part_sets, sets_case_file, sets_run_of, settle_correctness,
                           write_staff_log)
 
 
@@ -76,37 +73,3 @@ def own_share(run: HarnessRun, result: dict) -> HarnessRun:
     return dataclasses.replace(run, exit_code=0, signal=None, timed_out=False, stopped=None, result=result,
                                results=[result], stdout="", stderr="", stdout_bytes=0, stderr_bytes=0,
                                seconds=result_seconds(result))
-
-
-
-
-class PartStarts:
-    """A run's `paused` (process.run) where several case files run in turn:
-    the time the run took until the current file began, or its hidden
-    cases did, so that each part's cases, and its hidden ones from their
-    start, have the whole time limit a run of their own has (as HiddenStart
-    gives a part's hidden cases). Read from the result files, which the
-    trusted harness writes as each file's cases begin."""
-
-    def __init__(self, results: list, hidden: list) -> None:
-        self._results, self._hidden = [Path(r) for r in results], hidden
-        self._start = time.monotonic()
-        self._current = 0  # the file whose cases run now, as far as seen
-        self._hidden_seen = False
-        self._after = 0.0
-
-    def __call__(self) -> float:
-        while self._current + 1 < len(self._results) and self._results[self._current + 1].exists():
-            self._current += 1
-            self._hidden_seen = False
-            self._after = time.monotonic() - self._start
-        if not self._hidden_seen and self._hidden[self._current]:
-            try:
-                began = hidden_began(json.loads(self._results[self._current].read_text()),
-                                     self._hidden[self._current])
-            except (OSError, ValueError, UnicodeDecodeError):
-                began = False  # not written yet (it is replaced whole, by a rename): looked at again
-            if began:
-                self._hidden_seen = True
-                self._after = time.monotonic() - self._start
-        return self._after

@@ -106,7 +106,7 @@ def run_correctness(g: Grading, s: PartState, exit_codes: dict) -> bool:
     gradings about as much as a tenth of a second of its time (measured:
     docs/measurements.md, "A class on one GPU: what holds it near 420 an
     hour"). Each set keeps its own inputs and its own time limit, the hidden
-    cases' from when the first of them begins (HiddenStart). A run that
+    cases' from when the first of them begins (PartStarts). A run that
     ends before the hidden cases begin, other than by its time limit, is
     followed by a run of the hidden cases alone, as a public run that ended
     so was; and where the hidden cases began in the run a student is shown,
@@ -188,7 +188,7 @@ def run_sets(g: Grading, s: PartState, sets: tuple, limit: float, exit_codes: di
     a run of its own gives it; its staff log is `<part>-<label>`. `early`: the
     run begins before the part is built (early_runs.py)."""
     case_file, hidden = sets_case_file(g, s, sets, label)
-    watch = HiddenStart(case_file.parent / "result.json", hidden) if len(sets) > 1 and hidden else None
+    watch = PartStarts([case_file.parent / "result.json"], [hidden]) if len(sets) > 1 and hidden else None
     if early is not None:
         run = run_harness(s.binary, case_file, limit, g.sandbox, trusted=g.trusted, paused=early.waited,
                           cancel=early.called_off, launcher=early.launcher)
@@ -238,28 +238,39 @@ def hidden_began(result, hidden: set) -> bool:
     return any(isinstance(n, str) and n in hidden for n in [current, *names])
 
 
-class HiddenStart:
-    """A run's `paused` (process.run) where the public cases run before the
-    hidden ones: from when the first hidden case has begun, the time the run
-    took until then, so that the hidden cases have the whole time limit from
-    their start, as in a run of their own. Read from the result file, which
-    the trusted harness writes as each case begins."""
+class PartStarts:
+    """A run's `paused` (process.run): the time the run took until the
+    current part's cases began, or its hidden cases did, so that each part's
+    cases, and its hidden ones from their start, have the whole time limit a
+    run of their own gives them. `results`: the result file of each case
+    file the run takes in turn (one, or several on one launcher:
+    cases_together.py); `hidden`: each one's hidden case names. Read from
+    the result files, which the trusted harness writes as each file's cases,
+    and each case, begin."""
 
-    def __init__(self, result: Path, hidden: set) -> None:
-        self._result, self._hidden = result, hidden
+    def __init__(self, results: list, hidden: list) -> None:
+        self._results, self._hidden = [Path(r) for r in results], hidden
         self._start = time.monotonic()
-        self._seen: Optional[tuple] = None  # the file's (mtime, size) when last read
-        self._after: Optional[float] = None
+        self._current = 0  # the file whose cases run now, as far as seen
+        self._hidden_seen = False
+        self._seen: Optional[tuple] = None  # the current file's (mtime, size) when last read
+        self._after = 0.0
 
     def __call__(self) -> float:
-        if self._after is None:
+        while self._current + 1 < len(self._results) and self._results[self._current + 1].exists():
+            self._current += 1
+            self._hidden_seen, self._seen = False, None
+            self._after = time.monotonic() - self._start
+        if not self._hidden_seen and self._hidden[self._current]:
+            result = self._results[self._current]
             try:
-                seen = self._result.stat()
+                seen = result.stat()
                 if (seen.st_mtime_ns, seen.st_size) != self._seen:
-                    began = hidden_began(json.loads(self._result.read_text()), self._hidden)
+                    began = hidden_began(json.loads(result.read_text()), self._hidden[self._current])
                     self._seen = (seen.st_mtime_ns, seen.st_size)
                     if began:
+                        self._hidden_seen = True
                         self._after = time.monotonic() - self._start
             except (OSError, ValueError, UnicodeDecodeError):
                 pass  # not written yet (it is replaced whole, by a rename): looked at again
-        return self._after or 0.0
+        return self._after
