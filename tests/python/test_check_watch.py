@@ -314,7 +314,8 @@ def test_the_breakdown_names_each_runs_seconds_the_profile_and_the_commands_own(
                for line in lines)
     assert "naive 1.46 s (nvcc compile, then link)" in text
     assert "naive memcheck 0.93 s" in text and "naive racecheck: no run (no shared memory" in text
-    assert "naive 1.31 s: timed calls 0.69 s, counter profile 0.62 s (CUPTI's set-up 0.21 s of it)" in text
+    assert ("naive 1.31 s: its run's start, first call and timed calls 0.69 s, counter profile 0.62 s "
+            "(CUPTI's set-up 0.21 s of it)") in text
     assert lines[-1].startswith("the command: 4.45 s: start-up") and "no reports (--report writes them)" in lines[-1]
     # A run of the hand-in's parts together is said as one, not as the part's own.
     part.stages["memcheck"].details = CHECKED_TOGETHER

@@ -3,9 +3,10 @@
 From the grading's phase clock (GradeResult.spans: when each phase ran, from
 the grading's start; phases overlap) and each part's stage seconds: the
 compile and link of each part, each harness run, each compute-sanitizer run
-(its start-up included), the timed calls and the counter profile of the
-speed run (CUPTI's set-up apart). The command adds its own figures: its
-start-up before the grading, the reports and grade.json it wrote.
+(its start-up included), and the speed stage's timing run: its start,
+first call and timed calls, and its counter profile (CUPTI's set-up
+apart). The command adds its own figures: its start-up before the
+grading, the reports and grade.json it wrote.
 """
 
 from __future__ import annotations
@@ -68,10 +69,11 @@ def _speed(result: GradeResult) -> list:
         t = p.traffic
         if t is not None and t.seconds:
             setup = f" (CUPTI's set-up {_s(t.setup_seconds)} of it)" if t.setup_seconds else ""
-            said.append(f"{p.id} {_s(st.seconds)}: timed calls {_s(max(0.0, st.seconds - t.seconds))}, "
-                        f"counter profile {_s(t.seconds)}{setup}")
+            # The stage's seconds are its timing run's: the launcher's start and first call are in them too.
+            said.append(f"{p.id} {_s(st.seconds)}: its run's start, first call and timed calls "
+                        f"{_s(max(0.0, st.seconds - t.seconds))}, counter profile {_s(t.seconds)}{setup}")
         else:
-            said.append(f"{p.id} {_s(st.seconds)} (timed calls; no counter profile)")
+            said.append(f"{p.id} {_s(st.seconds)} (its run's start, first call and timed calls; no counter profile)")
     return said
 
 
