@@ -26,3 +26,9 @@ def built_tree(needed: str = "bin/tilelab-verify") -> Path:
     if not path or not (Path(path) / needed).exists():
         pytest.skip("skipped: needs a built project (run through ctest, which sets TILELAB_BUILD_DIR)")
     return Path(path)
+
+
+@pytest.fixture(scope="session")
+def pdf_dir(tmp_path_factory) -> Path:
+    """Where the handout tests render each edition's PDF, once a session (handout_fixtures.edition_pdf)."""
+    return tmp_path_factory.mktemp("handout-pdf")
