@@ -13,6 +13,14 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(scope="session")
+def assignment():
+    """The project's assignment.yaml, loaded once for every test (its dataclasses are frozen)."""
+    from tilelab.spec.assignment import load_assignment
+
+    return load_assignment(ROOT / "assignment.yaml")
+
+
 def require_pdf_stack() -> None:
     """PDF rendering needs WeasyPrint (and Pango); where they are missing
     (the GPU machine has no network to install them) PDF tests say so and skip."""

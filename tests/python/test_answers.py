@@ -25,11 +25,6 @@ AUTOMATIC_POINTS = 34
 
 
 @pytest.fixture(scope="module")
-def assignment():
-    return load_assignment(Path(__file__).resolve().parents[2] / "assignment.yaml")
-
-
-@pytest.fixture(scope="module")
 def questions(assignment):
     return assignment.questions
 

@@ -30,7 +30,7 @@ from tilelab.grading.calibration import Calibration, CalibrationError, Reference
 from tilelab.grading.model import ESTIMATED_RULE, MEASURED_RULE
 from tilelab.grading.gpu_ceilings import Ceilings
 from tilelab.grading.scoring import reference_target
-from tilelab.spec.assignment import AssignmentError, load_assignment, parse_assignment
+from tilelab.spec.assignment import AssignmentError, parse_assignment
 from tilelab.spec.reference_gpu import load_reference_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,11 +54,6 @@ A6000_LADDER = {  # FP32 peak about 38,700 GFLOP/s, 768 GB/s
     "fp32": 38700.0, "dram": 768.0, "size": (4092, 4092, 4092),
     "naive_uncoalesced": 309.0, "naive": 1986.5, "tiled": 2980.3,
 }
-
-
-@pytest.fixture(scope="module")
-def assignment():
-    return load_assignment(ROOT / "assignment.yaml")
 
 
 def _ceilings(ladder) -> Ceilings:

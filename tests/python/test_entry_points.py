@@ -23,7 +23,6 @@ import pytest
 from test_gradescope import check_spec
 
 from tilelab.authoring.dist import autograder_bundle
-from tilelab.spec.assignment import load_assignment
 from tilelab.system.sandbox import sandbox_for_this_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,11 +165,6 @@ def run_autograder(base: Path, files=()) -> tuple:
     doc = json.loads(path.read_text())
     check_spec(doc)
     return done, doc, said
-
-
-@pytest.fixture(scope="module")
-def assignment():
-    return load_assignment(ROOT / "assignment.yaml")
 
 
 @pytest.fixture(scope="module")

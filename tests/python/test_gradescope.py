@@ -13,7 +13,6 @@ from grade_fixtures import LADDER_H100, challenge_result, failing_boundary, grad
 from tilelab.outputs.gradescope import error_results, results_json, spec_problems, student_visible_text, write_results
 from tilelab.grading.answer_key import load_key
 from tilelab.grading.answers import grade_answers
-from tilelab.spec.assignment import load_assignment
 
 
 def check_spec(doc: dict) -> None:
@@ -30,11 +29,6 @@ def test_the_spec_check_catches_wrong_names_and_types():
     assert spec_problems({"tests": [bad_test]}) == [
         "tests[0].score has type bool", "tests[0].visibility 'students'", "tests[0].tags holds a non-string"]
     assert spec_problems({**good, "score": float("nan")})[0].startswith("not valid JSON")
-
-
-@pytest.fixture
-def assignment(root):
-    return load_assignment(root / "assignment.yaml")
 
 
 def test_results_follow_the_spec_and_add_up(assignment):

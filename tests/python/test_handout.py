@@ -20,11 +20,6 @@ from tilelab.spec.assignment import load_assignment
 from tilelab.spec.reference_gpu import published_gflops
 
 
-@pytest.fixture
-def assignment(root):
-    return load_assignment(root / "assignment.yaml")
-
-
 # --- the rubric ------------------------------------------------------------------------
 
 

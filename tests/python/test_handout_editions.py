@@ -15,12 +15,6 @@ from tilelab.authoring.handout import HandoutError, render_html, render_markdown
 from tilelab.authoring.handout_code import CODE_PT, CODE_WIDTH_PT, MONO_ADVANCE_EM, CodeError, fitting_pt, part_excerpts
 from tilelab.authoring.starter import solution_region_lines
 from tilelab.text.markdown import md_text
-from tilelab.spec.assignment import load_assignment
-
-
-@pytest.fixture
-def assignment(root):
-    return load_assignment(root / "assignment.yaml")
 
 
 # --- everything a student needs is in every format ---------------------------------------------

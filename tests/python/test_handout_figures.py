@@ -19,11 +19,6 @@ from tilelab.authoring.handout_figures import (boundary_grid_spec, dynamic_tiles
 from tilelab.spec.assignment import load_assignment
 
 
-@pytest.fixture
-def assignment(root):
-    return load_assignment(root / "assignment.yaml")
-
-
 # --- the figures ----------------------------------------------------------------------------------
 
 

@@ -23,18 +23,12 @@ from grade_fixtures import (CUBLAS_H100, LADDER_H100, challenge_part, challenge_
 from tilelab.outputs import leaderboard
 from tilelab.outputs.gradescope import results_json, spec_problems
 from tilelab.outputs.leaderboard import alias, class_board, csv_text, html_page, standing
-from tilelab.spec.assignment import load_assignment
 
 KEY = bytes.fromhex("6b" * 32)
 SIZES = list(CUBLAS_H100)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ENTRY_NAMES = ["GFLOP/s 4096x4096x4096", "GFLOP/s 2048x4096x8192", "% of cuBLAS 4096x4096x4096",
                "% of cuBLAS 2048x4096x8192"]
-
-
-@pytest.fixture
-def assignment(root):
-    return load_assignment(root / "assignment.yaml")
 
 
 @pytest.fixture

@@ -12,12 +12,6 @@ from grade_fixtures import failing_boundary, grade_result, passing_tiled
 
 from tilelab.outputs import prairielearn
 from tilelab.outputs.roofline_plot import plot_roofline
-from tilelab.spec.assignment import load_assignment
-
-
-@pytest.fixture
-def assignment(root):
-    return load_assignment(root / "assignment.yaml")
 
 
 def test_a_graded_hand_in_scores_a_fraction_with_a_test_per_stage(assignment, tmp_path):

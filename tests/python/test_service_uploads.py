@@ -10,20 +10,13 @@ import tarfile
 import tracemalloc
 import warnings
 import zipfile
-from pathlib import Path
 
 import pytest
 
 from tilelab.operations.service.uploads import HandIn, UploadLimits, UploadRefused, read_upload
-from tilelab.spec.assignment import load_assignment
 
 MIB = 1024 * 1024
 FILES = {"naive.cu": b"__global__ void naive_kernel() {}\n", "answers.yaml": b"q1: 4\nq2: b\n"}
-
-
-@pytest.fixture(scope="module")
-def assignment():
-    return load_assignment(Path(__file__).resolve().parents[2] / "assignment.yaml")
 
 
 def zip_of(entries, compression=zipfile.ZIP_DEFLATED) -> bytes:

@@ -31,7 +31,6 @@ from tilelab.grading.model import MEASURED_RULE
 from tilelab.grading.runner import verify, write_cases
 from tilelab.grading.scoring import CUBLAS, GIVE_UP_FACTOR, zero_line_ms
 from tilelab.grading.stages.speed_rules import SlowStop, case_speed, give_up_budgets, slow_stop, stop_words
-from tilelab.spec.assignment import load_assignment
 from tilelab.spec.matmul import matmul_flop
 from tilelab.system.paths import tool_path
 
@@ -39,11 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOP_4096 = matmul_flop(4096, 4096, 4096)
 H100 = Ceilings(device_name="NVIDIA H100 80GB HBM3", device_uuid="GPU-0", fp32_gflops=65094.0, dram_gbps=3040.0,
                 measured_at="2026-11-22T00:00:00Z", raw={})
-
-
-@pytest.fixture(scope="module")
-def assignment():
-    return load_assignment(ROOT / "assignment.yaml")
 
 
 def part(assignment, part_id: str):
