@@ -251,3 +251,24 @@ def test_a_gpus_figures_are_measured_with_the_gpu_to_themselves_once(tmp_path):
     # Another grader measured while this one waited for the lock: its figures, not a second measurement.
     looks = iter([None, "kept by the other"])
     assert kept_or_measured(lambda: next(looks), never, lock) == "kept by the other"
+
+
+def test_a_turn_whose_host_lock_failed_leaves_the_next_turn_to_take_it(tmp_path):
+    """Where taking the host's timing lock fails (here made to), the turn is
+    given back whole: the next turn of the process takes the host's lock again."""
+    import fcntl
+
+    lock = GpuLock("0", tmp_path)
+    take = lock._host.take_turn
+
+    def refused() -> None:
+        raise OSError("the lock file could not be locked")
+
+    lock._host.take_turn = refused
+    with pytest.raises(OSError):
+        with lock.turn(owner="a"):
+            pass
+    lock._host.take_turn = take
+    with lock.turn(owner="b"), open(next(tmp_path.glob("*.timing")), "a") as other:
+        with pytest.raises(BlockingIOError):  # held by the turn, as another process would find it
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -93,13 +93,14 @@ class GpuLock:
                 self._turn_wanted -= 1
         try:
             self._turns += 1
-            if self._turns == 1:
-                with self._cond:
-                    self._turn_owner = owner
-                    self._cond.notify_all()
-                if self._host:
-                    self._host.take_turn()
             try:
+                # Inside the try: where the host's turn cannot be taken, the count and the owner are undone too.
+                if self._turns == 1:
+                    with self._cond:
+                        self._turn_owner = owner
+                        self._cond.notify_all()
+                    if self._host:
+                        self._host.take_turn()
                 yield
             finally:
                 if self._turns == 1:
