@@ -21,6 +21,14 @@ def assignment():
     return load_assignment(ROOT / "assignment.yaml")
 
 
+@pytest.fixture
+def result():
+    """A grading's result as the report tests read it (report_fixtures.make_result): made anew for each test, which may change it."""
+    from report_fixtures import make_result
+
+    return make_result()
+
+
 def require_pdf_stack() -> None:
     """PDF rendering needs WeasyPrint (and Pango); where they are missing
     (the GPU machine has no network to install them) PDF tests say so and skip."""
