@@ -23,10 +23,41 @@ def assignment():
 
 @pytest.fixture
 def result():
-    """A grading's result as the report tests read it (report_fixtures.make_result): made anew for each test, which may change it."""
+    """A grading's result as the report tests read it (report_fixtures.make_result),
+    made anew for each test, which may change it."""
     from report_fixtures import make_result
 
     return make_result()
+
+
+@pytest.fixture(scope="module")
+def questions(assignment):
+    """assignment.yaml's questions, as the answers tests grade them."""
+    return assignment.questions
+
+
+@pytest.fixture(scope="module")
+def key(questions):
+    """The real answer key, solutions/answers.yaml."""
+    from tilelab.grading.answer_key import load_key
+
+    return load_key(ROOT / "solutions" / "answers.yaml", questions)
+
+
+@pytest.fixture
+def grade(tmp_path, questions, key):
+    """Grades answers.yaml written with `content` (str or bytes)."""
+    from tilelab.grading.answers import grade_answers
+
+    def run(content, answer_key=key):
+        path = tmp_path / "answers.yaml"
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return grade_answers(path, questions, answer_key)
+
+    return run
 
 
 def require_pdf_stack() -> None:
