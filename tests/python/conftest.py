@@ -60,6 +60,25 @@ def grade(tmp_path, questions, key):
     return run
 
 
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A GPU cache folder of the test's own (TILELAB_CACHE_DIR), not yet made."""
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def h100():
+    """The ceilings of the H100 whose report roofline_fixtures.py holds."""
+    from roofline_fixtures import MEASURED_AT, h100_report
+
+    from tilelab.grading.gpu_ceilings import ceilings_from_report
+
+    return ceilings_from_report(h100_report(), MEASURED_AT)
+
+
 def require_pdf_stack() -> None:
     """PDF rendering needs WeasyPrint (and Pango); where they are missing
     (the GPU machine has no network to install them) PDF tests say so and skip."""

@@ -24,12 +24,6 @@ def kept_as_the_harness_gave(image: str, fingerprint: str = FINGERPRINT) -> dict
             "sha256": hashlib.sha256(image.encode()).hexdigest()}
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def _keep(data) -> Path:
     path = gpu_cache.cache_file(counter_availability.CACHE_KIND, UUID)
     path.parent.mkdir(parents=True, exist_ok=True)
