@@ -194,4 +194,20 @@ std::filesystem::path build_dir() {
   return dir;
 }
 
+std::filesystem::path reference(const std::string& part) {
+  return build_dir() / "reference" / part;
+}
+
+std::filesystem::path probe(const std::string& name) {
+  return build_dir() / ("probe_" + name) / "naive";
+}
+
+CaseFile two_cases(const std::string& part) {
+  CaseFile f;
+  f.part = part;
+  f.cases.push_back(make_case("first", 17, 17, 17, 1));
+  f.cases.push_back(make_case("second", 33, 33, 33, 2));
+  return f;
+}
+
 }  // namespace tilelab::test

@@ -96,4 +96,22 @@ CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed,
 
 std::filesystem::path build_dir();  // $TILELAB_BUILD_DIR, set by CTest
 
+// Traffic and stall counters: more than one pass on the GPUs the course grades on.
+inline const std::vector<std::string> kSeveralPassMetrics = {
+    "smsp__inst_executed.sum",
+    "dram__bytes_read.sum",
+    "lts__t_bytes.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "smsp__warps_issue_stalled_long_scoreboard.sum",
+    "smsp__warps_issue_stalled_barrier.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"};
+
+// The built harness of a reference part, and of a probe: a naive launcher
+// that misbehaves on purpose (tests/parts).
+std::filesystem::path reference(const std::string& part);
+std::filesystem::path probe(const std::string& name);
+
+// Two small checked cases of `part`, at 17 and 33.
+CaseFile two_cases(const std::string& part);
+
 }  // namespace tilelab::test
