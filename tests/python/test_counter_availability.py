@@ -2,7 +2,7 @@
 kept per GPU and calibration fingerprint with its checksum, asked of the
 trusted harness only where none fits, and nothing kept where none could be
 had. What the image does to a profile is tested on the GPU
-(tests/cpp/harness_gpu_tests.cpp, Counters.*)."""
+(tests/cpp/harness_timing_gpu_tests.cpp, Counters.*)."""
 
 import hashlib
 import json

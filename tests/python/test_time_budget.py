@@ -6,7 +6,7 @@ time of a call that earns no speed points. The harness stops timing once the
 calls are over it; what it then writes is judged here by the real
 tilelab-verify (host only, no GPU needed) and scored by the speed stage's
 own arithmetic: no speed points, said in words, and no wrong answer. The
-harness's side of it runs in the GPU tests (tests/cpp/harness_gpu_tests.cpp,
+harness's side of it runs in the GPU tests (tests/cpp/harness_timing_gpu_tests.cpp,
 TimeBudget) and in the self-test (tests/submissions/naive-slow-host-multiply).
 
 Reference figures: the H100 ladder of test_calibration.py (naive 5,294
