@@ -49,6 +49,9 @@ FIGURES = {
 WATCH_SHOWN = "waiting for a save"  # the line the watch prints once a check's table is on screen (check_watch.py)
 WATCH_LIMIT_S = 120  # a watched check not on screen by then is a failure of the bench
 NVCC = "nvcc alone: compiling naive.cu with the build's own command (the floor)"
+SAID = "what each check said of naive (its last run): "
+# The checks timed that must leave a hint from the counters on a GPU: the uncoalesced kernel's.
+HINTED = ("uncoalesced",)
 
 
 class BenchCheckError(TilelabError):
@@ -83,6 +86,7 @@ class BenchCheck:
     figures: dict = field(default_factory=dict)  # FIGURES name -> {"median", "runs", "goal", "before"}
     nvcc_seconds: Optional[float] = None
     breakdowns: dict = field(default_factory=dict)  # FIGURES name -> the --verbose lines of its last run
+    said: dict = field(default_factory=dict)  # FIGURES name -> what its last check said of naive (verdict_of)
     date: str = ""
 
     def to_dict(self) -> dict:
@@ -165,6 +169,38 @@ def _timed_check(place: Place, env: dict, *args) -> tuple:
         raise BenchCheckError(f"{' '.join(place.check(*args))} failed (exit {done.returncode}): "
                               f"{done.stderr.strip()[-500:]}")
     return round(seconds, 3), done.stdout
+
+
+def verdict_of(place: Place) -> dict:
+    """What the last check said of naive, from its grade.json: its points, the stages it failed and the
+    counters' hints."""
+    try:
+        graded = json.loads((place.out / "grade.json").read_text())
+        part = next(p for p in graded["parts"] if p["id"] == "naive")
+        failed = [name for name, stage in part["stages"].items() if stage["status"] in ("failed", "error")]
+        return {"points": part["score"], "max": part["max_score"], "failed": failed,
+                "hints": len(part.get("traffic_hints") or [])}
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as e:
+        raise BenchCheckError(f"the check left no grade.json with the part naive in {place.out} ({e})") from None
+
+
+def said(verdict: dict) -> str:
+    """A verdict_of in words: "15 / 15, 1 hint"."""
+    words = [f"{verdict['points']:g} / {verdict['max']:g}"]
+    if verdict["failed"]:
+        words.append("failed: " + ", ".join(verdict["failed"]))
+    if verdict["hints"]:
+        words.append(f"{verdict['hints']} hint{'s' if verdict['hints'] > 1 else ''}")
+    return ", ".join(words)
+
+
+def _expect_complete(name: str, verdict: dict) -> None:
+    """On a GPU a timed check must be a whole one: a check that failed a stage ended early and measures
+    nothing, and the uncoalesced kernel's counters must have given their hint."""
+    if verdict["failed"] or (name in HINTED and not verdict["hints"]):
+        raise BenchCheckError(f"{FIGURES[name][0]}: the check said {said(verdict)}, where every stage should "
+                              f"pass{' and the counters give a hint' if name in HINTED else ''}: a check that "
+                              "did not measures nothing")
 
 
 def _breakdown(stdout: str) -> list:
@@ -283,8 +319,12 @@ def run_bench_check(place: Place, runs: int, log: Callable[[str], None]) -> Benc
                 raise BenchCheckError("the unchanged check ran again instead of showing its last result: did a "
                                       "file of the grader or of the build change meanwhile?")
             seconds.append(took)
+            verdict = verdict_of(place)
+            if gpu:
+                _expect_complete(name, verdict)
         found.figures[name] = _figure(name, seconds)
         found.breakdowns[name] = _breakdown(stdout)
+        found.said[name] = said(verdict)
     log(f"bench-check: {FIGURES['watch'][0]} ({runs} times)")
     seconds, status = watched_saves(place, env, solution, runs)
     found.figures["watch"] = _figure("watch", seconds)
@@ -313,6 +353,8 @@ def format_bench_check(found: BenchCheck) -> str:
         was = f"{before:>8.2f}" if before is not None else f"{'':>8}"
         lines.append(f"{what:<{wide}}{f['median']:>7.2f}{goal:>7.1f}{was}  {verdict}")
     lines.append(f"{NVCC}: " + (f"{found.nvcc_seconds:.2f} s" if found.nvcc_seconds is not None else "not measured"))
+    if found.said:
+        lines.append(SAID + "; ".join(f"{FIGURES[name][0]}: {words}" for name, words in found.said.items()))
     for name, breakdown in found.breakdowns.items():
         if breakdown:
             lines += ["", f"{FIGURES[name][0]}, its last run:"] + [f"  {line}" for line in breakdown]

@@ -218,6 +218,12 @@ def render_bench_check(found: dict, machine: str = "", date: str = "") -> str:
     nvcc = found.get("nvcc_seconds")
     lines.append(f"| nvcc alone, compiling naive.cu (the floor of a check that compiles) | "
                  f"{f'{nvcc:.2f} s' if nvcc is not None else 'not measured'} | | |")
+    said = found.get("said") or {}
+    if said:
+        figures = found.get("figures") or {}
+        lines += ["", "What each check said of naive (its last run): "
+                  + "; ".join(f"{figures.get(name, {}).get('what', name)}: {words}" for name, words in said.items())
+                  + "."]
     for name, breakdown in (found.get("breakdowns") or {}).items():
         if breakdown and name in ("edited", "uncoalesced"):
             what = (found.get("figures") or {}).get(name, {}).get("what", name)

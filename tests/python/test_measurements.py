@@ -208,6 +208,7 @@ BENCH_CHECK = {  # laid out as scripts/bench-check --out writes it (bench/check_
     "breakdowns": {"edited": ["where the time went (seconds from the grading's start; phases overlap):",
                               "  build      0.05 -> 1.20   1.15  naive 1.13 s (nvcc compile, then link)"],
                    "unchanged": ["nothing ran: this command took 0.40 s. The check at 10:00:01 took:"]},
+    "said": {"edited": "15 / 15", "uncoalesced": "14.55 / 15, 1 hint"},
 }
 
 
@@ -223,6 +224,8 @@ def test_the_bench_check_block_shows_each_figure_against_its_goal(tmp_path, caps
     assert "Where `tilelab check naive` after an edit spent its time (its last run, `-v`):" in block
     assert "\n      build      0.05 -> 1.20   1.15  naive 1.13 s (nvcc compile, then link)\n" in block
     assert "nothing ran" not in block
+    assert ("What each check said of naive (its last run): `tilelab check naive` after an edit: 15 / 15; an "
+            "uncoalesced naive kernel, after an edit: 14.55 / 15, 1 hint.") in block
     without_gpu = measurements.render_bench_check(dict(BENCH_CHECK, gpu=None))
     assert "no GPU, so the GPU stages did not run and the goals are not compared" in without_gpu
     assert "(met)" not in without_gpu and "(not met)" not in without_gpu
