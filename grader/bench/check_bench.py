@@ -199,8 +199,8 @@ def _expect_complete(name: str, verdict: dict) -> None:
     nothing, and the uncoalesced kernel's counters must have given their hint."""
     if verdict["failed"] or (name in HINTED and not verdict["hints"]):
         raise BenchCheckError(f"{FIGURES[name][0]}: the check said {said(verdict)}, where every stage should "
-                              f"pass{' and the counters give a hint' if name in HINTED else ''}: a check that "
-                              "did not measures nothing")
+                              f"pass{' and the counters give a hint' if name in HINTED else ''}; the bench times "
+                              "whole checks only")
 
 
 def _breakdown(stdout: str) -> list:

@@ -60,7 +60,6 @@ def grade(tmp_path, questions, key):
     return run
 
 
-
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
     """A GPU cache folder of the test's own (TILELAB_CACHE_DIR), not yet made."""
