@@ -78,6 +78,17 @@ def h100():
     return ceilings_from_report(h100_report(), MEASURED_AT)
 
 
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """A gateway as a course starts it (a student may check, not grade), with
+    a low hourly limit, its embedded PostgreSQL and tokens; no worker
+    (service_fixtures.serving). One a test module."""
+    from service_fixtures import serving
+
+    yield from serving(tmp_path_factory.mktemp("service"), "limits:\n  submissions_per_hour: 8\n")
+
+
 def require_pdf_stack() -> None:
     """PDF rendering needs WeasyPrint (and Pango); where they are missing
     (the GPU machine has no network to install them) PDF tests say so and skip."""

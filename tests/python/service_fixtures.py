@@ -142,12 +142,6 @@ def serving(data: Path, config_text: str):
     stop(gateway)
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    """A gateway as a course starts it (a student may check, not grade), with a low hourly limit."""
-    yield from serving(tmp_path_factory.mktemp("service"), "limits:\n  submissions_per_hour: 8\n")
-
-
 def database(service):
     import psycopg
 

