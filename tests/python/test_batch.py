@@ -2,7 +2,9 @@
 GPU stages are not run; static checks, builds and questions are), its
 gradebook, resuming, grading again what ran without a GPU, seeds, refused
 names, grader failures and collecting a gradebook from results already
-written. The Slurm script, the GPUs and the sandbox users: test_batch_placement.py."""
+written. The gradebook's columns and the leaderboards from results written
+here: test_batch_gradebook.py. The Slurm script, the GPUs and the sandbox
+users: test_batch_placement.py."""
 
 import csv
 import json
@@ -10,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from batch_fixtures import NO_GPU, PART_IDS, ROOT, SUBMISSIONS, build_dir, grade_class, read_book, student
 from click.testing import CliRunner
 from test_gradescope import check_spec
 
@@ -17,54 +20,8 @@ import tilelab.grading.pipeline
 from tilelab.cli import main
 from tilelab.operations import batch
 from tilelab.operations.batch import GRADED, GRADER_ERROR, BatchError, run_batch
-from tilelab.operations.batch.students import _what_ran
-from tilelab.outputs.gradescope import error_results
-from tilelab.spec.assignment import load_assignment
-from tilelab.system.sandbox import Sandbox
-from conftest import built_tree
 
-ROOT = Path(__file__).resolve().parents[2]
-SUBMISSIONS = ROOT / "tests" / "submissions"
-# One column per part of assignment.yaml, in its order.
-PART_IDS = [p.id for p in load_assignment(ROOT / "assignment.yaml").parts]
-# The columns courses' spreadsheets read, in their order; each part's state comes after them.
-FIRST_COLUMNS = ["student", "total", "max", *PART_IDS, "questions", "seed", "status", "seconds", "gpu",
-                 "full-credit targets (GFLOP/s)", "answers problem"]
-HEADER = FIRST_COLUMNS + [f"{p} state" for p in PART_IDS]
 OUTPUTS = ("results.json", "report.md", "report.html", "grade.json", "staff", ".done")
-
-
-def build_dir() -> Path:
-    return built_tree()
-
-
-def grade_class(class_dir: Path, out: Path, sandbox: Sandbox = Sandbox(), **options) -> tuple:
-    """(summary, progress lines) of one batch run."""
-    lines = []
-    # Sandbox(): grade as this process's user. The class and its results live
-    # in pytest's private temp dir, and what is tested here is the batch, not
-    # the sandbox user's permissions (the sandbox is tested elsewhere).
-    summary = run_batch(class_dir, root=ROOT, build_dir=build_dir(), out_dir=out, sandbox=sandbox, live=False,
-                        log=lines.append, **options)
-    return summary, lines
-
-
-def student(class_dir: Path, name: str, *sources: Path) -> Path:
-    """A hand-in as a student hands it in: the files only, no expected.yaml."""
-    d = class_dir / name
-    d.mkdir(parents=True)
-    for src in sources:
-        for f in ([src] if src.is_file() else sorted(src.iterdir())):
-            if f.name != "expected.yaml":
-                shutil.copy(f, d / f.name)
-    return d
-
-
-def read_book(out: Path) -> list:
-    with (out / "gradebook.csv").open(newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    assert rows[0] == HEADER
-    return [dict(zip(HEADER, r)) for r in rows[1:]]
 
 
 def mtimes(out: Path, names) -> dict:
@@ -146,10 +103,6 @@ def test_a_rerun_grades_nothing_and_a_missing_marker_regrades_only_that_one(grad
     assert mtimes(out, ["alice", "carol"])["alice"] == before["alice"]
 
 
-# A CPU node, even on a machine with a GPU: the GPU probe of a grading sees none.
-NO_GPU = Sandbox(extra_env={"CUDA_VISIBLE_DEVICES": "-1"})
-
-
 def test_the_marker_records_what_ran_and_a_gpu_grades_again_what_ran_without(tmp_path):
     class_dir, out = tmp_path / "class", tmp_path / "out"
     student(class_dir, "ann", SUBMISSIONS / "good-naive-32x8", SUBMISSIONS / "answers-all-correct")
@@ -200,22 +153,6 @@ def test_the_marker_records_what_ran_and_a_gpu_grades_again_what_ran_without(tmp
     after = mtimes(out, ["ann", "ben"])
     assert after["ann"] == before["ann"] and after["ben"] != before["ben"]
     assert set(json.loads((out / "ben" / ".done").read_text())) >= {"gpu_stages", "gpu_uuid", "calibration"}
-
-
-def test_the_gradebook_says_when_answers_yaml_could_not_be_read(tmp_path):
-    """One unquoted ': ' in a text answer: every question scores 0, and the
-    gradebook says it is the file, not the answers."""
-    class_dir, out = tmp_path / "class", tmp_path / "out"
-    student(class_dir, "ben", SUBMISSIONS / "answers-malformed")
-    student(class_dir, "cal", SUBMISSIONS / "answers-partial")
-    grade_class(class_dir, out, NO_GPU, gpus=[])
-    book = {r["student"]: r for r in read_book(out)}
-    assert book["ben"]["answers problem"] == "answers.yaml is not valid YAML (line 14)"
-    assert float(book["ben"]["questions"]) == 0 and book["ben"]["status"] == GRADED
-    assert book["cal"]["answers problem"] == "" and float(book["cal"]["questions"]) > 0
-    batch.gradebook_only(class_dir, out, root=ROOT)  # collected again from grade.json: the same cells
-    assert {r["student"]: r["answers problem"] for r in read_book(out)} == {
-        "ben": "answers.yaml is not valid YAML (line 14)", "cal": ""}
 
 
 def test_one_seed_for_every_submission_and_every_rerun(tmp_path):
@@ -314,54 +251,11 @@ def test_gradebook_only_rebuilds_the_csv_from_results(graded, tmp_path):
     assert book[3]["status"] == "skipped: not graded (no results.json)"
 
 
-def test_gradebook_only_counts_grader_errors(tmp_path):
-    class_dir, out = tmp_path / "class", tmp_path / "out"
-    (class_dir / "eve").mkdir(parents=True)
-    (out / "eve").mkdir(parents=True)
-    (out / "eve" / "results.json").write_text(json.dumps(error_results("Traceback ...")))
-    summary = batch.gradebook_only(class_dir, out, root=ROOT)
-    assert [r.status for r in summary.rows] == [GRADER_ERROR] and not summary.ok
-
-
 def test_results_and_submissions_may_not_contain_each_other(tmp_path):
     (tmp_path / "class" / "alice").mkdir(parents=True)
     for out in (tmp_path / "class", tmp_path / "class" / "results", tmp_path):
         with pytest.raises(BatchError, match="must not contain each other"):
             batch.gradebook_only(tmp_path / "class", out, root=ROOT)
-
-
-def test_the_gradebook_names_the_gpu_and_the_targets_it_graded_with(tmp_path):
-    """A grading's grade.json as a GPU worker writes it (figures of the H100
-    calibration in docs/measurements-archive.md, 2026-11-22; the challenge part's
-    targets are 80 % of cuBLAS there); estimates are marked ~, and a part
-    timed at two sizes names each."""
-    class_dir, out = tmp_path / "class", tmp_path / "out"
-    (class_dir / "ann").mkdir(parents=True)
-    (out / "ann").mkdir(parents=True)
-    (out / "ann" / "results.json").write_text(json.dumps({"score": 126.0, "tests": []}))
-    calibration = {"rule": "reference", "device_name": "NVIDIA H100 80GB HBM3", "fingerprint": "0123456789abcdef",
-                   "references": {"naive 4096x4096x4096": 5300.0, "tiled 4096x4096x4096": 9256.0,
-                                  "cublas 4096x4096x4096": 51661.0, "cublas 2048x4096x8192": 51929.0},
-                   "full_credit_from": {"naive 4096x4096x4096": 4240.0, "tiled 4096x4096x4096": 7404.8,
-                                        "challenge 4096x4096x4096": 41328.8, "challenge 2048x4096x8192": 41543.2}}
-    detailed = {"score": 126.0, "max_score": 126.0, "seed": 7, "seconds": 26.1, "answers": None,
-                "gpu": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b"}, "calibration": calibration,
-                "parts": [{"id": "naive", "score": 15.0}, {"id": "tiled", "score": 25.0}]}
-    (out / "ann" / "grade.json").write_text(json.dumps(detailed))
-    row = batch.collect_row("ann", out / "ann", ["naive", "tiled"])
-    assert row.gpu == "NVIDIA H100 80GB HBM3"
-    assert row.targets == "naive 4240; tiled 7405; challenge 4096x4096x4096 41329; challenge 2048x4096x8192 41543"
-    # What such a grading's marker records: the GPU stages ran, on this GPU, against this calibration.
-    assert _what_ran(detailed) == {"gpu_stages": True, "gpu_name": "NVIDIA H100 80GB HBM3",
-                                   "gpu_uuid": "GPU-0a1b", "calibration": "0123456789abcdef"}
-    assert batch.regrade_reason(out / "ann", ["0"]) is None  # no marker: as an older one, from grade.json
-    (out / "ann" / "grade.json").write_text(json.dumps({**detailed, "calibration": {**calibration, "rule": "estimate"}}))
-    assert batch.collect_row("ann", out / "ann", ["naive", "tiled"]).targets.startswith("naive ~4240; tiled ~7405")
-    summary = batch.gradebook_only(class_dir, out, root=ROOT)
-    (book,) = read_book(out)
-    assert book["gpu"] == "NVIDIA H100 80GB HBM3" and book["full-credit targets (GFLOP/s)"].startswith("naive ~4240")
-    assert book["challenge"] == ""  # not in this grading
-    assert summary.ok
 
 
 def test_the_class_leaderboard_names_each_hand_in_by_the_alias_its_report_shows(graded):
@@ -384,46 +278,6 @@ def test_the_class_leaderboard_names_each_hand_in_by_the_alias_its_report_shows(
     assert "challenge.cu" in challenge["stages"]["static"]["summary"]
     page = (out / "leaderboard.html").read_text()
     assert "No hand-in ranks yet." in page and "alice" not in page
-
-
-def test_gradebook_only_ranks_the_class_from_grade_json(tmp_path):
-    """Gradings as GPU workers (or Slurm tasks) leave them: grade.json from
-    GradeResult.to_dict(), with the H100 figures of docs/measurements-archive.md."""
-    from grade_fixtures import LADDER_H100, challenge_result
-
-    from tilelab.outputs.gradescope import results_json
-    from tilelab.outputs.leaderboard import alias
-
-    class_dir, out = tmp_path / "class", tmp_path / "out"
-    assignment = load_assignment(ROOT / "assignment.yaml")
-    for name, rung in (("ann", "warp tiling"), ("ben", "reference"), ("cat", "128-bit loads")):
-        (class_dir / name).mkdir(parents=True)
-        (out / name).mkdir(parents=True)
-        result = challenge_result(LADDER_H100[rung])
-        (out / name / "grade.json").write_text(json.dumps(result.to_dict()))
-        (out / name / "results.json").write_text(json.dumps(results_json(result, assignment)))
-    (class_dir / "dan").mkdir()  # not graded
-    summary = batch.gradebook_only(class_dir, out, root=ROOT)
-    assert summary.leaderboards == [out / "leaderboard.csv", out / "leaderboard.html"]
-    key = bytes.fromhex((out / ".leaderboard-key").read_text())
-    with (out / "leaderboard.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert [(r["rank"], r["alias"]) for r in rows[:3]] == [
-        ("1", alias("ben", "tilelab_matmul", key)), ("2", alias("ann", "tilelab_matmul", key)),
-        ("3", alias("cat", "tilelab_matmul", key))]
-    assert rows[3]["rank"] == "" and rows[3]["verdict"] == "skipped: not graded (no results.json)"
-    book = {r["student"]: r for r in read_book(out)}
-    assert float(book["ben"]["max"]) == 25.0 and float(book["ben"]["total"]) == 45.0  # the challenge is extra credit
-    # Collected again: the same key, the same aliases.
-    batch.gradebook_only(class_dir, out, root=ROOT)
-    with (out / "leaderboard.csv").open(newline="") as f:
-        assert list(csv.DictReader(f)) == rows
-
-
-def test_a_student_may_not_take_the_leaderboards_names(tmp_path):
-    for name in ("leaderboard.csv", "leaderboard.html"):
-        (tmp_path / name).mkdir()
-    assert all("its own files" in s.problem for s in batch.find_students(tmp_path))
 
 
 def test_the_batch_help_states_the_defaults_it_uses():
@@ -474,40 +328,6 @@ def test_a_hand_in_wrapped_in_a_folder_is_graded_and_stubs_left_are_a_state(tmp_
     assert any("hw3/" in note and "was graded" in note for note in graded["notes"])
     (progress,) = [line for line in lines if line.startswith("[")]
     assert f"; not written: tiled; missing: {', '.join(PART_IDS[2:])} (" in progress
-
-
-def test_every_state_a_part_can_be_in_before_a_gpu_runs_it():
-    """causes.part_state, which the gradebook's state columns and the closing
-    lines of grade and batch share: the first thing that stopped the part."""
-    from tilelab.grading.model import STAGES, PartResult, Stage
-    from tilelab.outputs.causes import PART_STATES, part_state, state_line
-
-    def part(static="passed", build="passed", summary="", not_written=()):
-        stages = {name: Stage(name, "not_run") for name in STAGES}
-        stages["static"] = Stage("static", static, summary if static != "passed" else "")
-        stages["build"] = Stage("build", build, summary if static == "passed" else "")
-        return PartResult("tiled", "Tiled", "tiled.cu", stages, not_written=list(not_written))
-
-    stub = ["launchTiled (line 40)"]
-    seen = {
-        "built": part(),
-        "not written": part(not_written=stub),
-        "failed to build": part(build="failed", summary="tiled.cu does not compile", not_written=stub),
-        "missing": part(static="failed", build="not_run", summary="tiled.cu is missing"),
-        "failed the static checks": part(static="failed", build="not_run",
-                                         summary="tiled.cu uses cublasSgemm: library GEMM routines are not allowed"),
-        "grader error": part(build="error", summary="the grader could not prepare the build (not your fault)"),
-        "not built": part(build="not_run", summary="not run: switched off for this run"),
-    }
-    assert sorted(seen) == sorted(PART_STATES)
-    for state, p in seen.items():
-        assert part_state(p) == state
-    assert state_line(seen["built"]) == ""
-    assert state_line(seen["failed to build"]) == "tiled: failed to build (tiled.cu does not compile)"
-    assert state_line(seen["missing"]) == "tiled: tiled.cu is missing"
-    assert state_line(seen["not written"]) == "tiled: not written (the starter's stubs are left: launchTiled (line 40))"
-    assert state_line(seen["failed the static checks"]).startswith("tiled: failed the static checks (tiled.cu uses")
-    assert state_line(seen["not built"]) == "tiled: not built (switched off for this run)"
 
 
 def test_a_graded_class_is_ranked_by_likeness_and_its_report_lists_the_pairs(tmp_path):

@@ -242,7 +242,7 @@ def test_batch_writes_the_report_when_it_collects_a_class(graded, tmp_path):
 def test_a_class_graded_by_batch_gets_its_report(tmp_path):
     """A real `tilelab batch` (no GPU here: built, not run): the report it
     writes counts the hand-ins it graded."""
-    from test_batch import SUBMISSIONS, grade_class, student
+    from batch_fixtures import SUBMISSIONS, grade_class, student
 
     class_dir, out = tmp_path / "class", tmp_path / "out"
     student(class_dir, "alice", SUBMISSIONS / "good-naive-32x8", SUBMISSIONS / "answers-all-correct")
