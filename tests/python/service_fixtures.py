@@ -1,6 +1,6 @@
 """What the service's tests share: `tilelab serve` and `tilelab worker` as
 real processes, an HTTP client, and a gateway with its embedded PostgreSQL
-and tokens (the `service` fixture: pytest_plugins = ["service_fixtures"])."""
+and tokens (serving; conftest.py's `service` fixture starts one a module)."""
 
 import io
 import json

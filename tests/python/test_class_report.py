@@ -280,8 +280,6 @@ def test_four_hundred_hand_ins_are_each_counted(graded, tmp_path):
 
 import service_fixtures  # noqa: E402
 
-service = service_fixtures.service  # a gateway, its embedded database and tokens, for this module's last tests
-
 
 def _needs_the_service():
     pytest.importorskip("procrastinate", reason="skipped: the service's packages are not installed")

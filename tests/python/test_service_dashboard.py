@@ -25,10 +25,7 @@ if not CHROMIUM.exists():
 sync_api = pytest.importorskip("playwright.sync_api", reason="skipped: Playwright is not installed (scripts/bootstrap "
                                                              "installs the service-test extra: pip install playwright)")
 
-import service_fixtures  # noqa: E402
 from service_fixtures import NAIVE, ROOT, database, start, stop, tilelab, zip_of  # noqa: E402
-
-service = service_fixtures.service  # the fixture: a gateway, its database and tokens, for this module
 
 SCRIPT = "<script>alert(1)</script>"
 SHOTS = ROOT / "docs" / "service"
