@@ -1,7 +1,7 @@
 """Counters left for later (GradeOptions.counters "later"): the grading's
 outputs are written again once they are read, none left pending; where no
 GPU can be had then, the report says so instead of promising them still.
-(On a GPU: tests/python_gpu/test_counters_later_gpu.py.)"""
+(On a GPU: tests/python_gpu/test_counters_gpu.py.)"""
 
 import hashlib
 import json

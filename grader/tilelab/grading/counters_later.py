@@ -3,9 +3,11 @@ each timed part's hardware counters for later (GradeOptions.counters
 "later"), so that its turn with the GPU alone holds only the timed calls.
 Once no grading waits for the GPU, read_later builds the parts again (the
 build cache has them) and reads their counters in a timing turn of their
-own: each run makes the part's first call at its last timing size while
+own: a run makes the first part's first call at its last timing size while
 the GPU is shared, then waits at its gate and reads the counters with the
-GPU alone (grader/harness/core/harness.cu). The counters change no
+GPU alone (grader/harness/core/harness.cu). Where the hand-in's parts can be
+timed by one launcher, one run reads them all, one CUPTI session paying its
+set-up once (_ReadTogether); else each part has a run of its own. The counters change no
 points: only the parts' traffic, its hints and the note that it was still
 to come change."""
 
@@ -21,15 +23,17 @@ from .context import Grading, PartState, new_part_state, open_grading, private_n
 from .gpu_turn import GpuTurnGate
 from .model import GradeResult
 from .options import GradeOptions
-from .runner import run_harness, write_cases
+from .runner import ended_well, run_harness, write_cases
 from .stages.build_parts import build_parts, check_sources
 from .stages.device import GpuSide
-from .stages.speed import TimingTurn, take_counters
+from .stages.speed import TimingTurn, on_one_launcher, take_counters
 
 NOT_BUILT_AGAIN = "the part did not build again when they were to be read"
 CHANGED = "the part file changed after it was graded"
 NO_GPU_LATER = "no GPU could be had when they were to be read"
 NOT_READ = "the grader could not read them after the grading"
+# The staff log of a run that read several parts' counters (_ReadTogether).
+TOGETHER_LOG = "counters-together.log"
 
 
 def give_up(result: GradeResult, why: str = NOT_READ) -> list:
@@ -72,8 +76,9 @@ def read_later(submission: Path, result: GradeResult, options: GradeOptions, *,
             s.result.reference_traffic = waiting[s.part.id].reference_traffic
         on_gpu = bool(built) and ceilings is not None and basis is not None
         if on_gpu:
+            one_run = _ReadTogether(g, built) if on_one_launcher(g, built) else None
             with g.timed("counters"), TimingTurn(g, built, ceilings, basis, run=_read_counters,
-                                                 may_run=lambda s: True) as turn:
+                                                 may_run=lambda s: True, one_run=one_run) as turn:
                 turn.time()
         for s in states:
             part = waiting[s.part.id]
@@ -97,21 +102,79 @@ def _digest(path: Path) -> str:
         return ""
 
 
-def _read_counters(g: Grading, s: PartState, ceilings, basis, gate: GpuTurnGate,
-                   counters: Optional[str] = None) -> None:
-    """One part's counters at its last timing size, read with the GPU alone
-    once `gate` gives it; `counters`: the GPU's counter availability image
-    (speed._time_part reads them the same way, before its timed calls)."""
+def _counter_cases(g: Grading, s: PartState, gate: Optional[GpuTurnGate], counters: Optional[str],
+                   folder: str = "counters") -> Path:
+    """The case file that reads the part's counters at its last timing size,
+    in a folder of its own named `folder`; its run waits at `gate` if given."""
     last = s.part.cases["timing"][-1]
-    case_file = write_cases(s.part, [(last.name, last)], g.work / private_name(f"{s.part.id}-counters"), g.seed,
-                            profile=True, gate=gate.path, counter_availability=counters, output=False)
+    return write_cases(s.part, [(last.name, last)], g.work / private_name(f"{s.part.id}-{folder}"), g.seed,
+                       profile=True, gate=gate.path if gate else None, counter_availability=counters, output=False)
+
+
+def _read_counters(g: Grading, s: PartState, ceilings, basis, gate: Optional[GpuTurnGate],
+                   counters: Optional[str] = None) -> None:
+    """One part's counters at its last timing size, read by a run of its own
+    with the GPU alone once `gate` gives it (without one, the caller holds it
+    already); `counters`: the GPU's counter availability image (speed._time_part
+    reads them the same way, before its timed calls)."""
+    case_file = _counter_cases(g, s, gate, counters)
     run = run_harness(s.binary, case_file, g.limits["speed"], g.sandbox, trusted=g.trusted, timed=True,
-                      paused=gate.paused_s)
-    if gate.called_off:
+                      paused=gate.paused_s if gate else None)
+    if gate is not None and gate.called_off:
         return
-    (g.logs / f"{s.part.id}-counters.log").write_text(f"exit {run.exit_code} signal {run.signal} timed out "
-                                                       f"{run.timed_out}\n--- stderr\n{run.stderr}\n")
+    _log(g, f"{s.part.id}-counters.log", run)
     if run.timed_out:
-        s.result.traffic_note = f"the part's call did not finish within {g.limits['speed']:.0f} s"
+        s.result.traffic_note = _did_not_finish(g)
         return
     take_counters(s, run.result)
+
+
+class _ReadTogether:
+    """The counters of several parts read by one run (tilelab-harness
+    CASE_FILE... on tilelab-part-host --parts), one gate before the first, as
+    speed._TimedTogether times them. A part whose run did not end well, and
+    every part after it, which that run never began, has its counters read by
+    a run of its own, as where the parts cannot be together."""
+
+    def __init__(self, g: Grading, parts: list) -> None:
+        self._g, self._parts = g, parts
+        self._counters: Optional[str] = None
+        self._run = None
+
+    def run(self, g: Grading, _first: PartState, _ceilings, _basis, gate: GpuTurnGate,
+            counters: Optional[str] = None) -> None:
+        """The run, as TimingTurn starts each part's: it waits at `gate` once its first part is ready."""
+        self._counters = counters
+        files = [_counter_cases(g, s, gate if i == 0 else None, counters, "counters-together")
+                 for i, s in enumerate(self._parts)]
+        host = [g.tools.part_host, "--parts", *(str(s.library) for s in self._parts)]
+        self._run = run_harness(self._parts[0].binary, files, g.limits["speed"] * len(self._parts), g.sandbox,
+                                trusted=g.trusted, timed=True, paused=gate.paused_s, launcher=host)
+
+    def judge(self, gate: GpuTurnGate) -> None:
+        """Each part's counters, with the GPU still alone: from the run where it
+        ended well, from a run of its own where it did not."""
+        run, g = self._run, self._g
+        if run is None or gate.called_off:
+            return
+        _log(g, TOGETHER_LOG, run)
+        alone = False
+        for s, result in zip(self._parts, run.results or [None] * len(self._parts)):
+            if not alone and not ended_well(result):
+                alone = True
+                if run.timed_out:  # it had at least its own time limit: the parts before it kept to theirs
+                    s.result.traffic_note = _did_not_finish(g)
+                    continue
+            if alone:
+                _read_counters(g, s, None, None, None, counters=self._counters)
+            else:
+                take_counters(s, result)
+
+
+def _did_not_finish(g: Grading) -> str:
+    return f"the part's call did not finish within {g.limits['speed']:.0f} s"
+
+
+def _log(g: Grading, name: str, run) -> None:
+    (g.logs / name).write_text(f"exit {run.exit_code} signal {run.signal} timed out {run.timed_out}\n"
+                               f"--- stderr\n{run.stderr}\n")

@@ -68,8 +68,9 @@ def time_parts(g: Grading, runnable: list, ceilings, basis: Optional[calibration
         begun.time()
         return
     timed = [s for s in runnable if _may_be_timed(s)]
-    if _on_one_launcher(g, timed):
-        with g.timed("speed"), TimingTurn(g, timed, ceilings, basis, together=True) as turn:
+    if on_one_launcher(g, timed):
+        with g.timed("speed"), TimingTurn(g, timed, ceilings, basis,
+                                          one_run=_TimedTogether(g, timed, ceilings, basis)) as turn:
             turn.time()
         return
     at_once = g.trusted.at_once or len(timed)
@@ -86,7 +87,7 @@ def times_together(g: Grading) -> bool:
     return g.options.timing and len(g.parts) > 1 and g.tools.part_host.is_file()
 
 
-def _on_one_launcher(g: Grading, parts: list) -> bool:
+def on_one_launcher(g: Grading, parts: list) -> bool:
     """Whether these parts' timing runs are one: one process, one CUDA
     context and one CUPTI session, whose first Start (about 0.15 s of the
     GPU alone a part otherwise) is paid once (docs/measurements.md, "CUPTI's
@@ -138,19 +139,20 @@ class TimingTurn:
     WAITING_FOR_GPU_ALONE (the runs beside them ending)."""
 
     def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration,
-                 run: Optional[Callable] = None, may_run: Optional[Callable] = None, together: bool = False) -> None:
+                 run: Optional[Callable] = None, may_run: Optional[Callable] = None, one_run=None) -> None:
         """`run`: what each part's run does, run(g, part, ceilings, basis, gate, counters=image)
         (default: _time_part, its timing); `may_run(part)`: whether it may go through its gate
-        after all, its stage saying why not (default: _may_be_timed). `together`: the parts,
-        each one to be timed, are timed by one run on one launcher (_TimedTogether), which
-        waits at one gate."""
+        after all, its stage saying why not (default: _may_be_timed). `one_run`: the parts, each
+        one to go through, are served by one run on one launcher instead, which waits at one
+        gate: its run(...) as `run`'s, for the first part, then judge(gate) with the GPU alone
+        (_TimedTogether)."""
         self._g = g
         self._parts = parts
         self._ceilings, self._basis = ceilings, basis
-        self._together = _TimedTogether(g, parts, ceilings, basis) if together else None
-        self._run = self._together.run if together else (run or _time_part)
+        self._one_run = one_run
+        self._run = one_run.run if one_run is not None else (run or _time_part)
         self._may_run = may_run or _may_be_timed
-        self._gates = [GpuTurnGate() for _ in (parts[:1] if together else parts)]
+        self._gates = [GpuTurnGate() for _ in (parts[:1] if one_run is not None else parts)]
         self._pool = ThreadPoolExecutor(max_workers=len(self._gates), thread_name_prefix="tilelab-speed")
         self._runs: list = []
         self._at_gates: Future = Future()
@@ -190,11 +192,11 @@ class TimingTurn:
         why), then, with the GPU alone, lets the others through in turn."""
         g = self._g
         self._at_gates.result()
-        if self._together is not None:
+        if self._one_run is not None:
             with g.held(g.gpu_lock.exclusive(), WAITING_FOR_GPU_ALONE):
                 self._gates[0].give()
                 self._runs[0].result()
-                self._together.judge(self._gates[0])
+                self._one_run.judge(self._gates[0])
             return
         timed = []
         for s, gate, run in zip(self._parts, self._gates, self._runs):
