@@ -20,6 +20,8 @@ from ..grading.sanitizer import CHECKED_TOGETHER
 COMMAND_FIGURES = (("startup", "start-up (Python and the grader's imports)"),
                    ("key", "the check's key (its files, build and options read)"), ("grading", "the grading"),
                    ("reports", "report.md and report.html"), ("grade_json", "grade.json"))
+# What a part's speed stage holds besides its counter profile.
+_TIMING_RUN = "its run's start, first call and timed calls"
 _MIN_SHOWN = 0.005  # seconds: a phase shorter than this ran, but is not worth a line of its own
 
 
@@ -70,10 +72,10 @@ def _speed(result: GradeResult) -> list:
         if t is not None and t.seconds:
             setup = f" (CUPTI's set-up {_s(t.setup_seconds)} of it)" if t.setup_seconds else ""
             # The stage's seconds are its timing run's: the launcher's start and first call are in them too.
-            said.append(f"{p.id} {_s(st.seconds)}: its run's start, first call and timed calls "
-                        f"{_s(max(0.0, st.seconds - t.seconds))}, counter profile {_s(t.seconds)}{setup}")
+            said.append(f"{p.id} {_s(st.seconds)}: {_TIMING_RUN} {_s(max(0.0, st.seconds - t.seconds))}, "
+                        f"counter profile {_s(t.seconds)}{setup}")
         else:
-            said.append(f"{p.id} {_s(st.seconds)} (its run's start, first call and timed calls; no counter profile)")
+            said.append(f"{p.id} {_s(st.seconds)} ({_TIMING_RUN}; no counter profile)")
     return said
 
 
