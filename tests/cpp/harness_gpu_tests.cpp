@@ -121,14 +121,9 @@ TEST(GuardRegions, CatchAWriteJustPastP) {
 TEST(GuardRegions, CatchAWriteJustPastPInATimingCase) {
   TILELAB_REQUIRE_GPU();
   TempDir dir;
-  CaseFile f;
-  f.part = "naive";
-  CaseSpec c = make_case("timed", 33, 33, 33, 3);
-  c.timing = TimingSpec{};
-  c.timing->seed = 11;
-  c.timing->repetitions = 2;
-  c.timing->warmup_ms = 0;
-  f.cases.push_back(c);
+  CaseFile f = one_case("naive", timed_case("timed", 33, 3, 11));
+  f.cases[0].timing->repetitions = 2;
+  f.cases[0].timing->warmup_ms = 0;
   const HarnessRun run = run_harness(probe("out_of_bounds"), f, dir.path());
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   const json& timed = run.result->at("cases").at(0);

@@ -31,9 +31,7 @@ CaseFile checked_then_timed(const std::string& part) {
   CaseFile f;
   f.part = part;
   f.cases.push_back(make_case("w64", 64, 64, 64, 3));
-  CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
-  c.timing = TimingSpec{};
-  c.timing->seed = 79;
+  CaseSpec c = timed_case("w4096", 4096, 5, 79);
   f.cases.push_back(c);
   return f;
 }
@@ -131,14 +129,9 @@ TEST(TrustedHarness, TimesSeveralPartsOnOneLauncherWithOneCounterSession) {
   const std::vector<std::string>& metrics = kSeveralPassMetrics;
   const std::vector<std::string> parts = {"tiled", "naive", "challenge"};
   TempDir dir;
-  auto timed_case = [&](const std::string& part, const std::string& run) {
-    CaseFile f;
-    f.part = part;
-    CaseSpec c = make_case("w2048", 2048, 2048, 2048, 5);
-    c.timing = TimingSpec{};
-    c.timing->seed = 97;
-    c.profile_metrics = metrics;
-    f.cases.push_back(c);
+  auto timed_file = [&](const std::string& part, const std::string& run) {
+    CaseFile f = one_case(part, timed_case("w2048", 2048, 5, 97));
+    f.cases[0].profile_metrics = metrics;
     return write_case_file(f, dir.path() / run / part);
   };
   auto library = [&](const std::string& part) { return (build_dir() / "reference" / ("lib" + part + ".so")).string(); };
@@ -146,7 +139,7 @@ TEST(TrustedHarness, TimesSeveralPartsOnOneLauncherWithOneCounterSession) {
   std::vector<std::string> command = {tool, "--via", service.socket().string()};
   std::vector<CaseFile> together;
   for (const std::string& part : parts) {
-    together.push_back(timed_case(part, "together"));
+    together.push_back(timed_file(part, "together"));
     command.push_back(together.back().path.string());
   }
   command.insert(command.end(), {"--", host, "--parts"});
@@ -161,7 +154,7 @@ TEST(TrustedHarness, TimesSeveralPartsOnOneLauncherWithOneCounterSession) {
     ASSERT_EQ(t.at("profile").at("status"), "measured") << parts[i] << ": " << t.at("profile").dump();
 
     // The same part in a launcher process of its own.
-    const CaseFile alone_file = timed_case(parts[i], "alone");
+    const CaseFile alone_file = timed_file(parts[i], "alone");
     const ProcessResult a = run_process(
         {tool, "--via", service.socket().string(), alone_file.path.string(), "--", host, library(parts[i])}, 300);
     ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -307,12 +300,7 @@ TEST(PartHost, RunsEachPartInTurnInOneProcess) {
 TEST(ApiRecorder, NamesTheLaunchersCallsAndFindsLittleHostTime) {
   TILELAB_REQUIRE_GPU();
   TempDir dir;
-  CaseFile f;
-  f.part = "dynamic_smem";
-  CaseSpec c = make_case("w1024", 1024, 1024, 1024, 5);
-  c.timing = TimingSpec{};
-  c.timing->seed = 78;
-  f.cases.push_back(c);
+  const CaseFile f = one_case("dynamic_smem", timed_case("w1024", 1024, 5, 78));
   const HarnessRun run = run_harness(reference("dynamic_smem"), f, dir.path());
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   const json& result = *run.result;

@@ -30,14 +30,9 @@ using nlohmann::json;
 TEST(Timing, TiledCuptiDurationAgreesWithEvents) {
   TILELAB_REQUIRE_GPU();
   TempDir dir;
-  CaseFile f;
-  f.part = "tiled";
   // A timing case writes no output file: the verifier checks the samples
   // read back after every timed call instead of a 64 MB matrix.
-  CaseSpec c = make_case("w4096", 4096, 4096, 4096, 5);
-  c.timing = TimingSpec{};
-  c.timing->seed = 77;
-  f.cases.push_back(c);
+  const CaseFile f = one_case("tiled", timed_case("w4096", 4096, 5, 77));
   const HarnessRun run = run_harness(reference("tiled"), f, dir.path());
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   const json verdict = verify_run(run.cases, *run.result);
@@ -176,13 +171,8 @@ TEST(Counters, APreparedSetupReadsWhatASetupInTheTurnReads) {
   const std::vector<std::string> metrics = {"smsp__inst_executed.sum", "dram__bytes_read.sum", "lts__t_bytes.sum"};
   TempDir dir;
   auto profiled = [&](const std::string& hex, const std::string& name) {
-    CaseFile f;
-    f.part = "naive";
-    CaseSpec c = make_case("w2048", 2048, 2048, 2048, 5);
-    c.timing = TimingSpec{};
-    c.timing->seed = 89;
-    c.profile_metrics = metrics;
-    f.cases.push_back(c);
+    CaseFile f = one_case("naive", timed_case("w2048", 2048, 5, 89));
+    f.cases[0].profile_metrics = metrics;
     f.counter_availability.clear();
     for (size_t i = 0; i + 1 < hex.size(); i += 2) {
       f.counter_availability.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
@@ -347,9 +337,7 @@ TEST(TimeBudget, EndsALauncherProcessWhoseCallRunsPastTheLimit) {
     f.part = "naive";
     f.cases.push_back(make_case("small", 17, 17, 17, 1));
     for (const char* name : {"timed", "after"}) {
-      CaseSpec c = make_case(name, 512, 512, 512, 2);
-      c.timing = TimingSpec{};
-      c.timing->seed = 3;
+      CaseSpec c = timed_case(name, 512, 2, 3);
       c.timing->give_up_ms = 1.0;  // a call limit of kMinCallLimitMs
       f.cases.push_back(c);
     }

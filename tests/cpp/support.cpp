@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "json_io.h"
 
@@ -186,6 +187,20 @@ CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed, 
   c.inputs.seed = seed;
   c.inputs.distribution = dist;
   return c;
+}
+
+CaseSpec timed_case(const std::string& name, int width, uint64_t seed, uint64_t timing_seed) {
+  CaseSpec c = make_case(name, width, width, width, seed);
+  c.timing = TimingSpec{};
+  c.timing->seed = timing_seed;
+  return c;
+}
+
+CaseFile one_case(const std::string& part, CaseSpec c) {
+  CaseFile f;
+  f.part = part;
+  f.cases.push_back(std::move(c));
+  return f;
 }
 
 std::filesystem::path build_dir() {

@@ -94,6 +94,12 @@ std::thread put_in_place_after(std::filesystem::path from, std::filesystem::path
 CaseSpec make_case(const std::string& name, int j, int k, int l, uint64_t seed,
                    Distribution dist = Distribution::kUniform);
 
+// A timing case of Width x Width x Width: make_case's, with TimingSpec's defaults and `timing_seed`.
+CaseSpec timed_case(const std::string& name, int width, uint64_t seed, uint64_t timing_seed);
+
+// A case file of `part` with the one case `c`.
+CaseFile one_case(const std::string& part, CaseSpec c);
+
 std::filesystem::path build_dir();  // $TILELAB_BUILD_DIR, set by CTest
 
 // Traffic and stall counters: more than one pass on the GPUs the course grades on.
