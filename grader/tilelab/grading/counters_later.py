@@ -5,11 +5,11 @@ Once no grading waits for the GPU, read_later builds the parts again (the
 build cache has them) and reads their counters in a timing turn of their
 own: a run makes the first part's first call at its last timing size while
 the GPU is shared, then waits at its gate and reads the counters with the
-GPU alone (grader/harness/core/harness.cu). Where the hand-in's parts can be
-timed by one launcher, one run reads them all, one CUPTI session paying its
-set-up once (_ReadTogether); else each part has a run of its own. The counters change no
-points: only the parts' traffic, its hints and the note that it was still
-to come change."""
+GPU alone (grader/harness/core/harness.cu). Where the hand-in's parts can
+be timed by one launcher, one run reads them all, its CUPTI session paying
+its set-up once (_ReadTogether); else each part has a run of its own. The
+counters change no points: only the parts' traffic, its hints and the note
+that it was still to come change."""
 
 from __future__ import annotations
 
