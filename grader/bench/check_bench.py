@@ -194,6 +194,11 @@ def said(verdict: dict) -> str:
     return ", ".join(words)
 
 
+def said_line(said: dict, what: Callable[[str], str]) -> str:
+    """What each check said (BenchCheck.said) in one line; `what(name)`: the words of a figure's name."""
+    return SAID + "; ".join(f"{what(name)}: {words}" for name, words in said.items())
+
+
 def _expect_complete(name: str, verdict: dict) -> None:
     """On a GPU a timed check must be a whole one: a check that failed a stage ended early and measures
     nothing, and the uncoalesced kernel's counters must have given their hint."""
@@ -354,7 +359,7 @@ def format_bench_check(found: BenchCheck) -> str:
         lines.append(f"{what:<{wide}}{f['median']:>7.2f}{goal:>7.1f}{was}  {verdict}")
     lines.append(f"{NVCC}: " + (f"{found.nvcc_seconds:.2f} s" if found.nvcc_seconds is not None else "not measured"))
     if found.said:
-        lines.append(SAID + "; ".join(f"{FIGURES[name][0]}: {words}" for name, words in found.said.items()))
+        lines.append(said_line(found.said, lambda name: FIGURES[name][0]))
     for name, breakdown in found.breakdowns.items():
         if breakdown:
             lines += ["", f"{FIGURES[name][0]}, its last run:"] + [f"  {line}" for line in breakdown]

@@ -24,6 +24,8 @@ from typing import Optional
 
 from tilelab.errors import TilelabError
 
+from .check_bench import said_line
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "measurements.md"
 SUMMARY_NAME = "gpu-suite-summary.txt"  # scripts/gpu-suite's name for it, under $OUT and in logs.tgz
 
@@ -221,9 +223,8 @@ def render_bench_check(found: dict, machine: str = "", date: str = "") -> str:
     said = found.get("said") or {}
     if said:
         figures = found.get("figures") or {}
-        lines += ["", "What each check said of naive (its last run): "
-                  + "; ".join(f"{figures.get(name, {}).get('what', name)}: {words}" for name, words in said.items())
-                  + "."]
+        line = said_line(said, lambda name: figures.get(name, {}).get("what", name))
+        lines += ["", line[0].upper() + line[1:] + "."]
     for name, breakdown in (found.get("breakdowns") or {}).items():
         if breakdown and name in ("edited", "uncoalesced"):
             what = (found.get("figures") or {}).get(name, {}).get("what", name)
