@@ -23,10 +23,10 @@ from .context import Grading, PartState, new_part_state, open_grading, private_n
 from .gpu_turn import GpuTurnGate
 from .model import GradeResult
 from .options import GradeOptions
-from .runner import ended_well, run_harness, write_cases
+from .runner import run_harness, write_cases
 from .stages.build_parts import build_parts, check_sources
 from .stages.device import GpuSide
-from .stages.speed import TimingTurn, on_one_launcher, take_counters
+from .stages.speed import OnOneLauncher, TimingTurn, on_one_launcher, take_counters
 
 NOT_BUILT_AGAIN = "the part did not build again when they were to be read"
 CHANGED = "the part file changed after it was graded"
@@ -129,46 +129,23 @@ def _read_counters(g: Grading, s: PartState, ceilings, basis, gate: Optional[Gpu
     take_counters(s, run.result)
 
 
-class _ReadTogether:
-    """The counters of several parts read by one run (tilelab-harness
-    CASE_FILE... on tilelab-part-host --parts), one gate before the first, as
-    speed._TimedTogether times them. A part whose run did not end well, and
-    every part after it, which that run never began, has its counters read by
-    a run of its own, as where the parts cannot be together."""
+class _ReadTogether(OnOneLauncher):
+    """The counters of several parts read by one run, as speed._TimedTogether times them."""
 
-    def __init__(self, g: Grading, parts: list) -> None:
-        self._g, self._parts = g, parts
-        self._counters: Optional[str] = None
-        self._run = None
+    def _case_file(self, s: PartState, gate: Optional[GpuTurnGate]) -> Path:
+        return _counter_cases(self._g, s, gate, self._counters, "counters-together")
 
-    def run(self, g: Grading, _first: PartState, _ceilings, _basis, gate: GpuTurnGate,
-            counters: Optional[str] = None) -> None:
-        """The run, as TimingTurn starts each part's: it waits at `gate` once its first part is ready."""
-        self._counters = counters
-        files = [_counter_cases(g, s, gate if i == 0 else None, counters, "counters-together")
-                 for i, s in enumerate(self._parts)]
-        host = [g.tools.part_host, "--parts", *(str(s.library) for s in self._parts)]
-        self._run = run_harness(self._parts[0].binary, files, g.limits["speed"] * len(self._parts), g.sandbox,
-                                trusted=g.trusted, timed=True, paused=gate.paused_s, launcher=host)
+    def _ran(self, run) -> None:
+        _log(self._g, TOGETHER_LOG, run)
 
-    def judge(self, gate: GpuTurnGate) -> None:
-        """Each part's counters, with the GPU still alone: from the run where it
-        ended well, from a run of its own where it did not."""
-        run, g = self._run, self._g
-        if run is None or gate.called_off:
-            return
-        _log(g, TOGETHER_LOG, run)
-        alone = False
-        for s, result in zip(self._parts, run.results or [None] * len(self._parts)):
-            if not alone and not ended_well(result):
-                alone = True
-                if run.timed_out:  # it had at least its own time limit: the parts before it kept to theirs
-                    s.result.traffic_note = _did_not_finish(g)
-                    continue
-            if alone:
-                _read_counters(g, s, None, None, None, counters=self._counters)
-            else:
-                take_counters(s, result)
+    def _cut_off(self, s: PartState, run) -> None:
+        s.result.traffic_note = _did_not_finish(self._g)
+
+    def _alone(self, s: PartState) -> None:
+        _read_counters(self._g, s, None, None, None, counters=self._counters)
+
+    def _together(self, s: PartState, case_file, run, result: dict, gate: GpuTurnGate) -> None:
+        take_counters(s, result)
 
 
 def _did_not_finish(g: Grading) -> str:

@@ -269,55 +269,95 @@ def _timing_cases(g: Grading, s: PartState, ceilings, basis: calibration.Calibra
                        gate=gate.path if gate else None, counter_availability=counters)
 
 
-class _TimedTogether:
-    """The timing of several parts by one run (tilelab-harness CASE_FILE...
-    on tilelab-part-host --parts): their case files in turn, one gate before
-    the first, the counters of all in one CUPTI session. A part whose run
-    did not end well, and every part after it, which that run never began
-    (a kernel's fault may leave the context unusable), is timed again in a
-    process of its own, as every part is timed where they cannot be together."""
+class OnOneLauncher:
+    """Several parts' timed runs made one (tilelab-harness CASE_FILE... on
+    tilelab-part-host --parts): their case files in turn, one gate before the
+    first, one CUPTI session. A part whose run did not end well, and every
+    part after it, which that run never began (a kernel's fault may leave the
+    context unusable), is run again in a process of its own, as every part
+    is where they cannot be together. A subclass says what each part's case
+    file is and what each way its part can end means."""
 
-    def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
-        self._g, self._parts, self._ceilings, self._basis = g, parts, ceilings, basis
+    def __init__(self, g: Grading, parts: list) -> None:
+        self._g, self._parts = g, parts
         self._files: list = []
         self._run = None
         self._counters: Optional[str] = None
 
-    def run(self, g: Grading, _first: PartState, ceilings, basis: calibration.Calibration,
-            gate: GpuTurnGate, counters: Optional[str] = None) -> None:
+    def run(self, g: Grading, _first: PartState, _ceilings, _basis, gate: GpuTurnGate,
+            counters: Optional[str] = None) -> None:
         """The run, as TimingTurn starts each part's: it waits at `gate` once its first part is ready."""
         self._counters = counters
-        self._files = [_timing_cases(g, s, ceilings, basis, gate if i == 0 else None, counters, "timed-together")
-                       for i, s in enumerate(self._parts)]
+        self._files = [self._case_file(s, gate if i == 0 else None) for i, s in enumerate(self._parts)]
         host = [g.tools.part_host, "--parts", *(str(s.library) for s in self._parts)]
         self._run = run_harness(self._parts[0].binary, self._files, g.limits["speed"] * len(self._parts),
                                 g.sandbox, trusted=g.trusted, timed=True, paused=gate.paused_s, launcher=host)
 
     def judge(self, gate: GpuTurnGate) -> None:
-        """Each part's verdict, with the GPU still alone: from the run where
+        """Each part's outcome, with the GPU still alone: from the run where
         it ended well, from a run of its own where it did not."""
-        run, g = self._run, self._g
+        run = self._run
         if run is None or gate.called_off:
             return
-        limit = g.limits["speed"]
+        self._ran(run)
         alone = False
         for s, case_file, result in zip(self._parts, self._files, run.results or [None] * len(self._parts)):
             if not alone and not ended_well(result):
                 alone = True
                 if run.timed_out:  # it had at least its own time limit: the parts before it kept to theirs
-                    s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s",
-                          run.stderr.strip(), limit, [STATUS_HINTS["timeout"]])
+                    self._cut_off(s, run)
                     continue
             if alone:
-                _time_part(g, s, self._ceilings, self._basis, counters=self._counters)
-                continue
-            seconds = result_seconds(result)
-            if s is self._parts[0]:
-                seconds = max(0.0, seconds - gate.paused_s())  # not the wait at its gate
-            over = seconds > limit  # timed alone, it would have been ended at its limit
-            part_run = dataclasses.replace(run, timed_out=over, result=result, results=[result])
-            _judge_timing(g, s, self._ceilings, self._basis, case_file, part_run, seconds, False, self._counters,
-                          TIMED_TOGETHER)
+                self._alone(s)
+            else:
+                self._together(s, case_file, run, result, gate)
+
+    def _case_file(self, s: PartState, gate: Optional[GpuTurnGate]):
+        """The part's case file in the run, which waits at `gate` where given."""
+        raise NotImplementedError
+
+    def _ran(self, run) -> None:
+        """What the run as a whole leaves behind, before its parts are judged."""
+
+    def _cut_off(self, s: PartState, run) -> None:
+        """The part the run's time limit ended."""
+        raise NotImplementedError
+
+    def _alone(self, s: PartState) -> None:
+        """The part run again by a process of its own."""
+        raise NotImplementedError
+
+    def _together(self, s: PartState, case_file, run, result: dict, gate: GpuTurnGate) -> None:
+        """The part from its `result` in the run."""
+        raise NotImplementedError
+
+
+class _TimedTogether(OnOneLauncher):
+    """The timing of several parts by one run, the counters of all in one CUPTI session."""
+
+    def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
+        super().__init__(g, parts)
+        self._ceilings, self._basis = ceilings, basis
+
+    def _case_file(self, s: PartState, gate: Optional[GpuTurnGate]):
+        return _timing_cases(self._g, s, self._ceilings, self._basis, gate, self._counters, "timed-together")
+
+    def _cut_off(self, s: PartState, run) -> None:
+        limit = self._g.limits["speed"]
+        s.set("speed", "failed", f"the timed calls did not finish within {limit:.0f} s", run.stderr.strip(), limit,
+              [STATUS_HINTS["timeout"]])
+
+    def _alone(self, s: PartState) -> None:
+        _time_part(self._g, s, self._ceilings, self._basis, counters=self._counters)
+
+    def _together(self, s: PartState, case_file, run, result: dict, gate: GpuTurnGate) -> None:
+        seconds = result_seconds(result)
+        if s is self._parts[0]:
+            seconds = max(0.0, seconds - gate.paused_s())  # not the wait at its gate
+        over = seconds > self._g.limits["speed"]  # timed alone, it would have been ended at its limit
+        part_run = dataclasses.replace(run, timed_out=over, result=result, results=[result])
+        _judge_timing(self._g, s, self._ceilings, self._basis, case_file, part_run, seconds, False, self._counters,
+                      TIMED_TOGETHER)
 
 
 def _judge_timing(g: Grading, s: PartState, ceilings, basis: calibration.Calibration, case_file, run,
