@@ -4,6 +4,7 @@
 calls are wrong is judged so from that run, and the others are still timed
 by it."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -87,3 +88,27 @@ def test_a_part_that_faults_in_its_timed_calls_and_the_parts_after_it_are_timed_
     speed = tiled.stages["speed"]
     assert speed.status == "passed" and speed.details != TIMED_TOGETHER, f"{speed.status}: {speed.details}"
     assert tiled.speed is not None and tiled.speed.fraction > 0.9
+
+
+def test_a_part_short_of_full_speed_points_is_timed_twice_and_the_faster_scored(build, device, cache, tmp_path,
+                                                                                monkeypatch):
+    """A naive kernel handed in as tiled earns part of tiled's speed points:
+    the run together times it once, a run of its own once more, and the
+    faster of the two is the one scored (what shares the host can only slow
+    a timed call)."""
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(cache))
+    slow = ROOT / "tests" / "submissions" / "naive-as-tiled" / "tiled.cu"
+    result = _grade(build, tmp_path, {"naive.cu": ROOT / "solutions" / "naive.cu", "tiled.cu": slow},
+                    ("naive", "tiled"))
+    naive, tiled = result.parts
+    assert naive.stages["speed"].details == TIMED_TOGETHER  # at full points: timed once
+    speed = tiled.stages["speed"]
+    assert speed.status == "passed", speed.summary
+    assert 0 < tiled.speed.fraction < 1, tiled.speed
+    twice = re.search(r"timed twice, since the first fell short of full speed points: ([\d.]+) % then ([\d.]+) %",
+                      speed.details)
+    assert twice, speed.details
+    first, second = float(twice[1]), float(twice[2])
+    assert abs(100 * tiled.speed.fraction - max(first, second)) < 0.06, (tiled.speed.fraction, first, second)
+    assert tiled.speed.clocks.get("retimed") is (second >= first)
+    print(f"tiled, a naive kernel: {first} % then {second} % of the speed points, {tiled.speed.gflops:.0f} GFLOP/s")
