@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tilelab.errors import TilelabError
+from tilelab.grading.model import STAGES
 from tilelab.grading.stages.speed import TIMING_RUNS_STARTING, WAITING_FOR_GPU_ALONE, WAITING_FOR_TURN
 from tilelab.operations.batch import find_gpus, run_batch
 from tilelab.operations.grading_run import counters_pending
@@ -121,6 +122,23 @@ def turn_figures(grade: dict) -> Optional[dict]:
     return figures
 
 
+def points_lost(grade: dict) -> str:
+    """The parts of a grading (grade.json) short of their points, each with
+    what its first stage short of passing, or else its speed stage, said:
+    why a copy of the solutions lost points. "" where none did."""
+    lost = []
+    for part in grade.get("parts", []):
+        if not isinstance(part, dict) or not part.get("score", 0) < part.get("max_score", 0):
+            continue
+        stages = part.get("stages") if isinstance(part.get("stages"), dict) else {}
+        # In the pipeline's order: a database's JSON keeps no order of keys.
+        ordered = [stages[name] for name in STAGES if isinstance(stages.get(name), dict)]
+        said = next((st for st in ordered if st.get("status") != "passed"), stages.get("speed") or {})
+        lost.append(f"{part.get('id')} {part['score']:g}/{part['max_score']:g}"
+                    + (f" ({said.get('name')}: {said.get('summary')})" if said.get("summary") else ""))
+    return "; ".join(lost)
+
+
 def percentile(values: list, share: float) -> float:
     """The value below which `share` of `values` lie (the nearest rank); 0 when there are none."""
     ordered = sorted(values)
@@ -168,10 +186,9 @@ def run_class(root: Path, build: Path, out: Path, count: int, gpus: list, in_fli
         if counters_pending(results / row.student):
             missing.append(f"{row.student}: its counters are still to be read")
         walls.append(float(detailed.get("seconds", 0.0)))
-        lost = [f"{p['id']} {p['score']:g}/{p['max_score']:g}" for p in detailed.get("parts", [])
-                if p.get("score", 0) < p.get("max_score", 0)]
+        lost = points_lost(detailed)
         if lost and not set(without) & set(LEFT_OUT):  # a stage left out earns nothing
-            short.append(f"{row.student}: {', '.join(lost)}")
+            short.append(f"{row.student}: {lost}")
         for phase, seconds in detailed.get("timings", {}).items():
             phases[phase] = phases.get(phase, 0.0) + float(seconds)
         turn = turn_figures(detailed)

@@ -151,6 +151,18 @@ class LocalService:
                 "SELECT r.score, r.max_score FROM tilelab_results r JOIN tilelab_submissions s "
                 "ON s.id = r.submission WHERE s.mode = 'grade'").fetchall())
 
+    def short(self) -> list:
+        """Each recorded grading (mode grade) that earned less than its
+        maximum, as "student: the parts short and why" (class_bench.points_lost)."""
+        from .class_bench import points_lost
+
+        with self._database() as conn:
+            rows = conn.execute(
+                "SELECT s.student, r.grade_json FROM tilelab_results r JOIN tilelab_submissions s "
+                "ON s.id = r.submission WHERE s.mode = 'grade' AND r.score < r.max_score ORDER BY s.created_at"
+            ).fetchall()
+        return [f"{student}: {points_lost(grade)}" for student, grade in rows]
+
     def counters_to_come(self) -> int:
         """Recorded gradings whose counters are still to be read (tilelab worker --counters later)."""
         from tilelab.operations.service.records import counters_to_come

@@ -71,7 +71,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             finished = wait_all(service, course, sent, ends - time.monotonic())
             counters_s = wait_counters(service) - started if counters == "later" and not limit_s else None
             stopped = time.monotonic()
-        scores = service.scores()
+        scores, short = service.scores(), service.short()
         # A bounded run does not wait for the counters left for later: it says how many were still to come.
         counters_left = service.counters_to_come() if counters == "later" and limit_s else None
     finally:
@@ -88,6 +88,7 @@ def run_deadline(root: Path, build: Path, out: Path, count: int, gpus: list, in_
             "still_waiting": len(waiting), "longest_wait_s": round(waiting[-1], 1) if waiting else None,
             "p95_all_at_least_s": round(percentile(sorted(turns + waiting), 0.95), 1) if waiting else None,
             "not_done": sorted({f.state for f in finished.values() if f.state != "done"}), "scores": scores,
+            "short": short,
             "rate_per_min": rate_per_min, "load": load.figures(), "counters": counters,
             "counters_read_s": round(counters_s, 1) if counters_s is not None else None,
             "counters_still_to_come": counters_left}
@@ -179,6 +180,8 @@ def main(root: Optional[str], build_dir: Optional[str], out_dir: Optional[str], 
     click.echo(f"wrote {out / 'service-bench.json'}")
     for run in runs:
         click.echo(describe(run))
+        for lost in run["short"][:5]:
+            click.echo(f"  points lost by a copy of the solutions: {lost}")
     if "ratio_to_one_gpu" in found:
         click.echo(f"{len(runs[1]['gpus'])} GPUs grade {found['ratio_to_one_gpu']:.2f} x one GPU")
 

@@ -180,6 +180,26 @@ def test_a_class_without_the_counters_still_earns_every_point_and_is_no_stage_co
     assert "stage_costs" not in summarize([run])
 
 
+def test_the_points_a_copy_of_the_solutions_lost_say_which_part_and_what_its_stage_said():
+    from bench.class_bench import points_lost
+
+    def part(pid, score, most, **stages):
+        return {"id": pid, "score": score, "max_score": most,
+                "stages": {name: {"name": name, "status": status, "summary": summary}
+                           for name, (status, summary) in stages.items()}}
+
+    grade = {"parts": [
+        part("naive", 15, 15, speed=("passed", "5120 GFLOP/s: 100% of the speed points")),
+        part("tiled", 23.625, 25, correctness=("passed", "13/13"),
+             speed=("passed", "6900 GFLOP/s at 4096x4096x4096: 86% of the speed points")),
+        part("boundary", 2, 20, speed=("not_run", "not run"), correctness=("failed", "2/13 public cases passed")),
+        part("rectangular", 0, 20),
+        "not a part", {"id": "odd", "score": 1, "max_score": 2, "stages": "not stages"}]}
+    assert points_lost(grade) == ("tiled 23.625/25 (speed: 6900 GFLOP/s at 4096x4096x4096: 86% of the speed points); "
+                                  "boundary 2/20 (correctness: 2/13 public cases passed); rectangular 0/20; odd 1/2")
+    assert points_lost({"parts": [grade["parts"][0]]}) == "" and points_lost({}) == ""
+
+
 def bench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bench", "--root", str(ROOT), *args], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "grader")))

@@ -44,7 +44,7 @@ def test_a_result_seen_late_counts_as_the_service_finished_it(tmp_path):
         time.sleep(LATE_S)
         finished = wait_all(service, course, {sid: sent_at}, 60)
         graded = json.loads(service.call("GET", f"/api/v1/submissions/{sid}/grade.json", course)[1])
-        scores = service.scores()
+        scores, short = service.scores(), service.short()
     finally:
         service.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -58,6 +58,11 @@ def test_a_result_seen_late_counts_as_the_service_finished_it(tmp_path):
     assert 0 < found.turnaround_s < found.seen - sent_at - LATE_S + 0.5
     # The scores the benchmark reports are the gradings' own.
     assert scores == {f"{graded['score']:g} / {graded['max_score']:g}": 1}, (scores, graded["score"])
+    # Graded without a GPU, it is short of points: the benchmark names each part short, with what it was told.
+    lost = [p for p in graded["parts"] if p["score"] < p["max_score"]]
+    assert lost and len(short) == 1 and short[0].startswith(f"{folder.name}: "), short
+    for part in lost:
+        assert f"{part['id']} {part['score']:g}/{part['max_score']:g} (" in short[0], (part["id"], short)
 
 
 def _when(iso: str) -> float:
@@ -72,7 +77,7 @@ def test_a_bounded_run_stops_submitting_and_waiting_when_its_time_is_up(tmp_path
     run = run_deadline(ROOT, build_dir(), tmp_path, 2, [], None, 3.0, log.append, counters="later", limit_s=5.0)
     assert (run["hand_ins"], run["submitted"], run["graded"], run["still_waiting"]) == (2, 1, 0, 1), run
     # Nothing graded, so no counters to come and no score; a bounded run does not wait for counters.
-    assert (run["counters_still_to_come"], run["counters_read_s"], run["scores"]) == (0, None, {}), run
+    assert (run["counters_still_to_come"], run["counters_read_s"], run["scores"], run["short"]) == (0, None, {}, []), run
     assert run["wall_s"] >= 5.0 and 0 < run["longest_wait_s"] <= run["wall_s"], run
     assert run["p95_all_at_least_s"] == run["longest_wait_s"] and run["per_hour"] == 0, run
     assert "submitting 2 hand-ins at 3 a minute" in " ".join(log)
