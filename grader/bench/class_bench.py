@@ -60,7 +60,11 @@ class ClassRun:
         the last result written while every slot had a grading in flight
         (the in_flight-th result and as many before the end), which a
         deadline's long stream keeps; a class's start and end wait on a
-        pipeline that fills and empties. None for a class too small to tell."""
+        pipeline that fills and empties. None for a class too small to tell,
+        and where its counters were left for later: each result is written
+        again when they are read, so its time is not its score's."""
+        if self.counters == "later":
+            return None
         slots = self.in_flight * max(1, len(self.gpus))
         ends = self.results_at
         first, last = slots, len(ends) - slots

@@ -124,6 +124,9 @@ def test_a_class_steady_rate_counts_the_results_while_every_slot_was_busy():
     assert run.to_dict()["steady_per_hour"] == 1200.0
     small = ClassRun(**{**vars(run), "results_at": ends[:7]})
     assert small.steady is None and "every slot busy" not in format_classes([small])
+    # Counters read later write each result again: its time is no longer when it was scored.
+    later = ClassRun(**{**vars(run), "counters": "later"})
+    assert later.steady is None and "every slot busy" not in format_classes([later])
 
 
 def test_a_gradings_timing_turn_is_read_from_its_phases():
