@@ -21,6 +21,8 @@ from typing import Optional
 
 from tilelab.operations.service.client import ServiceClient, ServiceUnavailable
 
+from .class_bench import points_lost
+
 START_S = 120.0  # a gateway whose database is made from nothing, on a loaded machine
 
 
@@ -154,8 +156,6 @@ class LocalService:
     def short(self) -> list:
         """Each recorded grading (mode grade) that earned less than its
         maximum, as "student: the parts short and why" (class_bench.points_lost)."""
-        from .class_bench import points_lost
-
         with self._database() as conn:
             rows = conn.execute(
                 "SELECT s.student, r.grade_json FROM tilelab_results r JOIN tilelab_submissions s "

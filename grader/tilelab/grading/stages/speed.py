@@ -246,8 +246,10 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     """Times the part with the trusted harness: its clock is the one scored.
     `gate`: where its timed calls wait for the GPU alone; without one the
     caller holds it already. `retimed`: timing it again, since the GPU
-    throttled the first time. `counters`: the GPU's counter availability
-    image, with which the run makes its counters' setup before its turn."""
+    throttled the first time or the first fell short of full speed points
+    (_kept_again); a second timing is never timed again. `counters`: the
+    GPU's counter availability image, with which the run makes its
+    counters' setup before its turn."""
     case_file = _timing_cases(g, s, ceilings, basis, gate, counters)
     run = run_harness(s.binary, case_file, g.limits["speed"], g.sandbox, trusted=g.trusted, timed=True,
                       paused=gate.paused_s if gate else None)
