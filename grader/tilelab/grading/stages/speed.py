@@ -453,6 +453,10 @@ def _judge_timing(g: Grading, s: PartState, ceilings, basis: calibration.Calibra
           f"here{estimated})", details, seconds)
 
 
+# What a part's timing run leaves on its result besides its speed.
+_READ_BY_A_TIMING = ("traffic", "traffic_note", "traffic_hints", "counters_later", "reference_traffic")
+
+
 def _kept_again(g: Grading, s: PartState, ceilings, basis: calibration.Calibration, counters: Optional[str],
                 first: float) -> bool:
     """Times a part short of its full speed points once more, with the GPU
@@ -462,6 +466,7 @@ def _kept_again(g: Grading, s: PartState, ceilings, basis: calibration.Calibrati
     faster, or it found the calls wrong or their work elsewhere. Else the
     caller judges the first, and the second leaves no trace."""
     notes = len(g.staff_notes)
+    before = {name: getattr(s.result, name) for name in _READ_BY_A_TIMING}
     _time_part(g, s, ceilings, basis, retimed=True, counters=counters)
     again = s.result.speed
     if s.stage("speed").status != "passed" or s.work_elsewhere:
@@ -472,6 +477,8 @@ def _kept_again(g: Grading, s: PartState, ceilings, basis: calibration.Calibrati
             filter(None, [stage.details, timed_twice(first, again)])))
         return True
     del g.staff_notes[notes:]
+    for name, value in before.items():  # the first's counters, not the second's, go with the first's timing
+        setattr(s.result, name, value)
     return False
 
 
