@@ -110,5 +110,6 @@ def test_a_part_short_of_full_speed_points_is_timed_twice_and_the_faster_scored(
     assert twice, speed.details
     first, second = float(twice[1]), float(twice[2])
     assert abs(100 * tiled.speed.fraction - max(first, second)) < 0.06, (tiled.speed.fraction, first, second)
-    assert tiled.speed.clocks.get("retimed") is (second >= first)
+    if first != second:  # the details round to 0.1 %: equal there, either timing may be the faster
+        assert tiled.speed.clocks.get("retimed") is (second > first)
     print(f"tiled, a naive kernel: {first} % then {second} % of the speed points, {tiled.speed.gflops:.0f} GFLOP/s")
