@@ -9,11 +9,14 @@ read, hints give no points and take none away.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..text.numbers import fmt_gigabytes, fmt_percent
 from .occupancy import BLOCK_SIZE, LIMITERS, REGISTERS, SHARED_MEMORY
-from .traffic import GLOBAL, Traffic
+from .traffic import GLOBAL, Traffic, profiled_case, with_occupancy
+
+if TYPE_CHECKING:
+    from .context import PartState
 
 # A warp whose threads each load at most 16 bytes (a float4) asks for at
 # most 512 bytes: 16 sectors when the addresses are contiguous. More
@@ -182,3 +185,18 @@ def hints_for(part_id: str, part_title: str, traffic: Traffic, reference: Option
     found = [coalescing_hint(name, traffic, reference), bank_conflict_hint(name, traffic, reference),
              occupancy_hint(name, traffic, reference), spill_hint(name, traffic)]
     return [hint for hint in found if hint]
+
+
+def take_counters(s: PartState, harness_result: Optional[dict]) -> None:
+    """The part's traffic and its hints from the counters its run read of
+    its last case (untrusted, any shape), or why there are none."""
+    listed = (harness_result or {}).get("cases")
+    last = listed[-1] if isinstance(listed, list) and listed and isinstance(listed[-1], dict) else {}
+    profiled = profiled_case(last)
+    s.result.traffic_note = profiled.note
+    if profiled.traffic is not None:
+        # The profiled case's launches and the harness's device facts.
+        s.result.traffic = with_occupancy(profiled.traffic, last.get("launches"),
+                                          (harness_result or {}).get("device"))
+        s.result.traffic_hints = hints_for(s.part.id, s.part.title, s.result.traffic,
+                                           s.result.reference_traffic)

@@ -26,7 +26,8 @@ from .options import GradeOptions
 from .runner import run_harness, write_cases
 from .stages.build_parts import build_parts, check_sources
 from .stages.device import GpuSide
-from .stages.speed import OnOneLauncher, TimingTurn, on_one_launcher, take_counters
+from .counter_hints import take_counters
+from .stages.speed import OnOneLauncher, TimingTurn, on_one_launcher
 
 NOT_BUILT_AGAIN = "the part did not build again when they were to be read"
 CHANGED = "the part file changed after it was graded"

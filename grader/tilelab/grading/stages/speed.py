@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Callable, Iterator, Optional
 
 from ...spec.matmul import matmul_flop
-from .. import calibration, clocks, counter_availability, counter_hints, traffic
+from .. import calibration, clocks, counter_availability, counter_hints
 from ..context import Grading, PartState, private_name
 from ..diagnose import STATUS_HINTS
 from ..gpu_turn import LOOK_S, GpuTurnGate
@@ -430,7 +430,7 @@ def _judge_timing(g: Grading, s: PartState, ceilings, basis: calibration.Calibra
     last = s.part.cases["timing"][-1]
     s.result.reference_traffic = basis.traffic_of(s.part.id, last.j, last.k, last.l)
     if g.options.counters == "inline":
-        take_counters(s, run.result)
+        counter_hints.take_counters(s, run.result)
     elif g.options.counters == "off":
         s.result.traffic_note = COUNTERS_LEFT_OUT
     elif any(slow_stop(v["timing"]).rule != "median" for v in stopped):
@@ -487,18 +487,3 @@ def timed_twice(first: float, again: Optional[Speed]) -> str:
     second = again.fraction if again is not None else 0.0
     return (f"timed twice, since the first fell short of full speed points: {100 * first:.1f} % then "
             f"{100 * second:.1f} % of them; the faster is scored")
-
-
-def take_counters(s: PartState, harness_result: Optional[dict]) -> None:
-    """The part's traffic and its hints from the counters its run read of
-    its last case (untrusted, any shape), or why there are none."""
-    listed = (harness_result or {}).get("cases")
-    last = listed[-1] if isinstance(listed, list) and listed and isinstance(listed[-1], dict) else {}
-    profiled = traffic.profiled_case(last)
-    s.result.traffic_note = profiled.note
-    if profiled.traffic is not None:
-        # The profiled case's launches and the harness's device facts.
-        s.result.traffic = traffic.with_occupancy(profiled.traffic, last.get("launches"),
-                                                  (harness_result or {}).get("device"))
-        s.result.traffic_hints = counter_hints.hints_for(s.part.id, s.part.title, s.result.traffic,
-                                                         s.result.reference_traffic)
