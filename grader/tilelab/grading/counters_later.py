@@ -20,13 +20,13 @@ from typing import Optional
 from ..system.gpu_lock import GpuLock
 from ..system.sandbox import Sandbox
 from .context import Grading, PartState, new_part_state, open_grading, private_name
+from .counter_hints import take_counters
 from .gpu_turn import GpuTurnGate
 from .model import GradeResult
 from .options import GradeOptions
 from .runner import run_harness, write_cases
 from .stages.build_parts import build_parts, check_sources
 from .stages.device import GpuSide
-from .counter_hints import take_counters
 from .stages.speed import OnOneLauncher, TimingTurn, on_one_launcher
 
 NOT_BUILT_AGAIN = "the part did not build again when they were to be read"

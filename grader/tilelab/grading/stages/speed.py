@@ -247,7 +247,7 @@ def _time_part(g: Grading, s: PartState, ceilings, basis: calibration.Calibratio
     `gate`: where its timed calls wait for the GPU alone; without one the
     caller holds it already. `retimed`: timing it again, since the GPU
     throttled the first time or the first fell short of full speed points
-    (_kept_again); a second timing is never timed again. `counters`: the
+    (_timed_again); a second timing is never timed again. `counters`: the
     GPU's counter availability image, with which the run makes its
     counters' setup before its turn."""
     case_file = _timing_cases(g, s, ceilings, basis, gate, counters)
@@ -423,9 +423,10 @@ def _judge_timing(g: Grading, s: PartState, ceilings, basis: calibration.Calibra
     fraction = math.prod(fractions) ** (1 / len(fractions)) if all(fractions) else 0.0
     # A part that earns none is far from its full points, and timing it again would cost the most.
     if not retimed and not stopped and 0 < fraction < 1:
-        if _kept_again(g, s, ceilings, basis, counters, fraction):
+        twice = _timed_again(g, s, ceilings, basis, counters, fraction)
+        if twice is None:
             return
-        details = "; ".join(filter(None, [details, timed_twice(fraction, s.result.speed)]))
+        details = "; ".join(filter(None, [details, twice]))
     s.result.speeds = speeds
     last = s.part.cases["timing"][-1]
     s.result.reference_traffic = basis.traffic_of(s.part.id, last.j, last.k, last.l)
@@ -457,29 +458,30 @@ def _judge_timing(g: Grading, s: PartState, ceilings, basis: calibration.Calibra
 _READ_BY_A_TIMING = ("traffic", "traffic_note", "traffic_hints", "counters_later", "reference_traffic")
 
 
-def _kept_again(g: Grading, s: PartState, ceilings, basis: calibration.Calibration, counters: Optional[str],
-                first: float) -> bool:
+def _timed_again(g: Grading, s: PartState, ceilings, basis: calibration.Calibration, counters: Optional[str],
+                 first: float) -> Optional[str]:
     """Times a part short of its full speed points once more, with the GPU
     still alone: what shares the host (another GPU's gradings, through the
     driver) can slow a timed call but never speed it up, so the faster timing
-    is the kernel's. Whether the second timing's verdict stands: it was
+    is the kernel's. None where the second timing's verdict stands: it was
     faster, or it found the calls wrong or their work elsewhere. Else the
-    caller judges the first, and the second leaves no trace."""
+    second leaves no trace, and what the first's stage details add: both
+    timings' shares of the points."""
     notes = len(g.staff_notes)
     before = {name: getattr(s.result, name) for name in _READ_BY_A_TIMING}
     _time_part(g, s, ceilings, basis, retimed=True, counters=counters)
     again = s.result.speed
     if s.stage("speed").status != "passed" or s.work_elsewhere:
-        return True
+        return None
     if again is not None and again.fraction >= first:
         stage = s.stage("speed")
         s.result.stages["speed"] = dataclasses.replace(stage, details="; ".join(
             filter(None, [stage.details, timed_twice(first, again)])))
-        return True
+        return None
     del g.staff_notes[notes:]
     for name, value in before.items():  # the first's counters, not the second's, go with the first's timing
         setattr(s.result, name, value)
-    return False
+    return timed_twice(first, again)
 
 
 def timed_twice(first: float, again: Optional[Speed]) -> str:
