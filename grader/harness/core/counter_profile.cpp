@@ -189,8 +189,8 @@ class Session {
   // its counter data and the config, which hold the GPU's counters until the
   // session ends (two processes cannot both hold them).
   // Armed again after a profile, the range profiler is enabled already:
-  // only its counter data and config are set afresh.
-  void arm() {
+  // only its counter data and config are set afresh, for `ranges` calls a pass.
+  void arm(size_t ranges) {
     if (object_ == nullptr) {
       CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
       enable.ctx = ctx_;
@@ -202,8 +202,8 @@ class Session {
     data.pRangeProfilerObject = object_;
     data.pMetricNames = names_.data();
     data.numMetrics = names_.size();
-    data.maxNumOfRanges = 1;
-    data.maxNumRangeTreeNodes = 1;
+    data.maxNumOfRanges = ranges;
+    data.maxNumRangeTreeNodes = static_cast<uint32_t>(ranges);
     check(cuptiRangeProfilerGetCounterDataSize(&data), "cuptiRangeProfilerGetCounterDataSize");
     counters_.assign(data.counterDataSize, 0);
     CUpti_RangeProfiler_CounterDataImage_Initialize_Params init{
@@ -221,7 +221,7 @@ class Session {
     set.pCounterDataImage = counters_.data();
     set.range = CUPTI_UserRange;
     set.replayMode = CUPTI_UserReplay;
-    set.maxRangesPerPass = 1;
+    set.maxRangesPerPass = ranges;
     set.numNestingLevels = 1;
     set.minNestingLevel = 1;
     set.passIndex = 0;
@@ -229,19 +229,32 @@ class Session {
     check(cuptiRangeProfilerSetConfig(&set), "cuptiRangeProfilerSetConfig");
   }
 
-  // One pass: the call inside the range. True once every pass was made.
-  bool pass(const std::function<std::string()>& call, std::string* call_error) {
+  // One pass: each call inside a range of its own, named by its index, L2
+  // flushed before each (the first's before Start, as for a single call).
+  // True once every pass was made. Where a call fails, the pass still ends
+  // and `failed` says which call (else it is calls.size()); `first_ms`: how long the first call took.
+  bool pass(const std::vector<std::function<std::string()>>& calls, size_t* failed, std::string* call_error,
+            double* first_ms) {
+    *failed = calls.size();
+    flush_l2();
     CUpti_RangeProfiler_Start_Params start{CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
     start.pRangeProfilerObject = object_;
     check(cuptiRangeProfilerStart(&start), "cuptiRangeProfilerStart");
-    CUpti_RangeProfiler_PushRange_Params push{CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
-    push.pRangeProfilerObject = object_;
-    push.pRangeName = "call";
-    check(cuptiRangeProfilerPushRange(&push), "cuptiRangeProfilerPushRange");
-    *call_error = call();
-    CUpti_RangeProfiler_PopRange_Params pop{CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
-    pop.pRangeProfilerObject = object_;
-    check(cuptiRangeProfilerPopRange(&pop), "cuptiRangeProfilerPopRange");
+    for (size_t i = 0; i < calls.size() && *failed == calls.size(); ++i) {
+      if (i > 0) flush_l2();  // outside every range: its traffic is counted in none
+      const std::string name = std::to_string(i);
+      CUpti_RangeProfiler_PushRange_Params push{CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
+      push.pRangeProfilerObject = object_;
+      push.pRangeName = name.c_str();
+      check(cuptiRangeProfilerPushRange(&push), "cuptiRangeProfilerPushRange");
+      const auto t0 = std::chrono::steady_clock::now();
+      *call_error = calls[i]();
+      if (i == 0) *first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!call_error->empty()) *failed = i;
+      CUpti_RangeProfiler_PopRange_Params pop{CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
+      pop.pRangeProfilerObject = object_;
+      check(cuptiRangeProfilerPopRange(&pop), "cuptiRangeProfilerPopRange");
+    }
     CUpti_RangeProfiler_Stop_Params stop{CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     stop.pRangeProfilerObject = object_;
     check(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop");
@@ -250,7 +263,8 @@ class Session {
 
   const std::vector<std::string>& taken() const { return taken_; }
 
-  std::vector<double> values() {
+  // The values of every range, in the order of the calls: `ranges` of them, each named by its index.
+  std::vector<std::vector<double>> values(size_t ranges) {
     CUpti_RangeProfiler_DecodeData_Params decode{CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
     decode.pRangeProfilerObject = object_;
     check(cuptiRangeProfilerDecodeData(&decode), "cuptiRangeProfilerDecodeData");
@@ -258,17 +272,34 @@ class Session {
     info.pCounterDataImage = counters_.data();
     info.counterDataImageSize = counters_.size();
     check(cuptiRangeProfilerGetCounterDataInfo(&info), "cuptiRangeProfilerGetCounterDataInfo");
-    if (info.numTotalRanges < 1) throw CuptiFailure{"cuptiRangeProfilerGetCounterDataInfo", CUPTI_ERROR_UNKNOWN};
-    std::vector<double> out(names_.size(), 0.0);
-    CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
-    eval.pHostObject = host_;
-    eval.pCounterDataImage = counters_.data();
-    eval.counterDataImageSize = counters_.size();
-    eval.rangeIndex = 0;
-    eval.ppMetricNames = names_.data();
-    eval.numMetrics = names_.size();
-    eval.pMetricValues = out.data();
-    check(cuptiProfilerHostEvaluateToGpuValues(&eval), "cuptiProfilerHostEvaluateToGpuValues");
+    if (info.numTotalRanges < ranges || decode.numOfRangeDropped > 0) {
+      throw CuptiFailure{"cuptiRangeProfilerGetCounterDataInfo", CUPTI_ERROR_UNKNOWN};
+    }
+    std::vector<std::vector<double>> out;
+    for (size_t r = 0; r < ranges; ++r) {
+      if (ranges > 1) {  // the ranges come back in the order they were made: each is asked whose it is all the same
+        CUpti_RangeProfiler_CounterData_GetRangeInfo_Params range{
+            CUpti_RangeProfiler_CounterData_GetRangeInfo_Params_STRUCT_SIZE};
+        range.pCounterDataImage = counters_.data();
+        range.counterDataImageSize = counters_.size();
+        range.rangeIndex = r;
+        range.rangeDelimiter = "/";
+        check(cuptiRangeProfilerCounterDataGetRangeInfo(&range), "cuptiRangeProfilerCounterDataGetRangeInfo");
+        if (range.rangeName == nullptr || std::string(range.rangeName) != std::to_string(r)) {
+          throw CuptiFailure{"cuptiRangeProfilerCounterDataGetRangeInfo", CUPTI_ERROR_UNKNOWN};
+        }
+      }
+      out.emplace_back(names_.size(), 0.0);
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+      eval.pHostObject = host_;
+      eval.pCounterDataImage = counters_.data();
+      eval.counterDataImageSize = counters_.size();
+      eval.rangeIndex = r;
+      eval.ppMetricNames = names_.data();
+      eval.numMetrics = names_.size();
+      eval.pMetricValues = out.back().data();
+      check(cuptiProfilerHostEvaluateToGpuValues(&eval), "cuptiProfilerHostEvaluateToGpuValues");
+    }
     return out;
   }
 
@@ -292,6 +323,7 @@ nlohmann::json to_json(const CounterProfile& profile) {
           {"metrics", values},
           {"unavailable", profile.unavailable},
           {"passes", profile.passes},
+          {"ranges", profile.ranges},
           {"setup_seconds", profile.setup_seconds},
           {"passes_seconds", profile.passes_seconds},
           {"prepared_seconds", profile.prepared_seconds}};
@@ -334,75 +366,65 @@ std::unique_ptr<Prepared> prepare_now(const std::vector<std::string>& metrics,
   return p;
 }
 
-// The passes over `call` of an armed session, and the values they read;
-// none after a first call longer than `call_limit_ms` (> 0).
-void collect(Session& session, const std::function<std::string()>& call, double call_limit_ms, CounterProfile* out) {
+// The passes over `calls` of a session armed for them, and the values they
+// read into `out` (one profile a call, the same passes); none after a
+// first pass whose single call took longer than `call_limit_ms` (> 0).
+void collect(Session& session, const std::vector<std::function<std::string()>>& calls, double call_limit_ms,
+             std::vector<CounterProfile>* out) {
+  CounterProfile& first = out->front();  // the passes and what ended them, copied to the others at the end
   const auto start = std::chrono::steady_clock::now();
   bool all = false;
   while (!all) {
-    if (out->passes == kMaxProfilePasses) {
-      out->message = "the metrics need more than " + std::to_string(kMaxProfilePasses) + " passes";
+    if (first.passes == kMaxProfilePasses) {
+      first.message = "the metrics need more than " + std::to_string(kMaxProfilePasses) + " passes";
       return;
     }
-    flush_l2();
     std::string call_error;
+    size_t failed = calls.size();
     double call_ms = 0;
-    all = session.pass(
-        [&] {
-          const auto t0 = std::chrono::steady_clock::now();
-          std::string error = call();
-          call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-          return error;
-        },
-        &call_error);
-    ++out->passes;
-    if (!call_error.empty()) {
-      out->message = "the call failed while it was profiled: " + call_error;
+    all = session.pass(calls, &failed, &call_error, &call_ms);
+    ++first.passes;
+    if (failed < calls.size()) {
+      first.message = "the call failed while it was profiled: " + call_error;
+      if (calls.size() > 1) {
+        first.message = "call " + std::to_string(failed + 1) + " of the " + std::to_string(calls.size()) +
+                        " profiled together failed: " + call_error;
+      }
       return;
     }
-    if (out->passes == 1 && call_limit_ms > 0 && call_ms > call_limit_ms && !all) {
-      out->status = kProfileSkipped;
-      out->message = "one call took " + std::to_string(static_cast<int>(call_ms)) +
-                     " ms, and the counters need several more calls: not read";
+    if (first.passes == 1 && calls.size() == 1 && call_limit_ms > 0 && call_ms > call_limit_ms && !all) {
+      first.status = kProfileSkipped;
+      first.message = "one call took " + std::to_string(static_cast<int>(call_ms)) +
+                      " ms, and the counters need several more calls: not read";
       return;
     }
   }
-  out->passes_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<double> values = session.values();
+  first.passes_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<std::vector<double>> values = session.values(calls.size());
   const std::vector<std::string>& taken = session.taken();
-  for (size_t i = 0; i < taken.size(); ++i) {
-    if (std::isfinite(values[i])) out->values[taken[i]] = values[i];
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (size_t i = 0; i < taken.size(); ++i) {
+      if (std::isfinite(values[c][i])) (*out)[c].values[taken[i]] = values[c][i];
+    }
+    (*out)[c].status = kProfileMeasured;
   }
-  out->status = kProfileMeasured;
 }
 
-// Arms the session of `p` where it has metrics to read; where CUPTI refuses,
-// drops the session and keeps why.
-void arm(Prepared& p) {
+// Arms the session of `p` for `ranges` calls a pass where it has metrics to
+// read; where CUPTI refuses, drops the session and keeps why.
+void arm(Prepared& p, size_t ranges) {
   if (!p.session || p.session->taken().empty()) return;
   try {
-    p.session->arm();
+    p.session->arm(ranges);
   } catch (const CuptiFailure& f) {
     p.failed = failure(f);
     p.session.reset();
   }
 }
 
-}  // namespace
-
-void keep_counter_session() {
-  keeping = true;
-}
-
-void prepare_counters(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) {
-  delete prepared;
-  prepared = nullptr;
-  // A kept session is the setup already, or must end before another is made (profile_call).
-  if (!availability.empty() && kept == nullptr) prepared = prepare_now(metrics, availability).release();
-}
-
-CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call,
-                            double call_limit_ms) {
+// profile_call's and profile_calls' work: one profile a call (calls: 1 to kMaxProfileRanges).
+std::vector<CounterProfile> profile_each(const std::vector<std::string>& metrics,
+                                         const std::vector<std::function<std::string()>>& calls, double call_limit_ms) {
   std::unique_ptr<Prepared> p(prepared);
   prepared = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
@@ -416,35 +438,80 @@ CounterProfile profile_call(const std::vector<std::string>& metrics, const std::
   // The host's part made before the turn, on the image the grader gave: armed
   // here, or made again from the driver's own image where it failed or arming it fails.
   if (p && (p->metrics != metrics || !p->session)) p.reset();
-  if (p) arm(*p);
+  if (p) arm(*p, calls.size());
   const double before = p && p->session ? p->seconds : 0.0;
   if (!p || !p->session) {
     p = prepare_now(metrics, {});
-    arm(*p);
+    arm(*p, calls.size());
   }
-  CounterProfile out = p->session ? CounterProfile{} : p->failed;
-  out.unavailable = p->unavailable;
-  out.prepared_seconds = before;
-  if (!p->session) return out;
-  if (p->session->taken().empty()) {
-    out.status = kProfileUnsupported;
-    out.message = "this GPU's profiler knows none of the metrics asked for";
-    return out;
+  CounterProfile head = p->session ? CounterProfile{} : p->failed;
+  head.unavailable = p->unavailable;
+  head.prepared_seconds = before;
+  std::vector<CounterProfile> out;
+  if (p->session && p->session->taken().empty()) {
+    head.status = kProfileUnsupported;
+    head.message = "this GPU's profiler knows none of the metrics asked for";
+  } else if (p->session) {
+    // The setup made here, in the GPU's turn: all of it unless prepare_counters made the host's part before.
+    head.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out.assign(calls.size(), head);
+    try {
+      collect(*p->session, calls, call_limit_ms, &out);
+    } catch (const CuptiFailure& f) {
+      CounterProfile failed = failure(f);
+      failed.unavailable = head.unavailable;
+      failed.passes = out.front().passes;
+      failed.setup_seconds = head.setup_seconds;
+      failed.prepared_seconds = head.prepared_seconds;
+      out.front() = failed;
+    }
+    head = out.front();
+    if (keeping && head.status == kProfileMeasured) kept = p.release();
   }
-  // The setup made here, in the GPU's turn: all of it unless prepare_counters made the host's part before.
-  out.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  try {
-    collect(*p->session, call, call_limit_ms, &out);
-  } catch (const CuptiFailure& f) {
-    CounterProfile failed = failure(f);
-    failed.unavailable = out.unavailable;
-    failed.passes = out.passes;
-    failed.setup_seconds = out.setup_seconds;
-    failed.prepared_seconds = out.prepared_seconds;
-    return failed;
+  // What the first profile says of the passes, their seconds and a failure is
+  // every call's; the seconds shared out among them.
+  const double n = static_cast<double>(calls.size());
+  out.resize(calls.size(), head);
+  for (CounterProfile& each : out) {
+    if (head.status != kProfileMeasured) each = head;
+    each.passes = head.passes;
+    each.ranges = static_cast<int>(calls.size());
+    each.setup_seconds = head.setup_seconds / n;
+    each.passes_seconds = head.passes_seconds / n;
+    each.prepared_seconds = head.prepared_seconds / n;
   }
-  if (keeping && out.status == kProfileMeasured) kept = p.release();
   return out;
+}
+
+}  // namespace
+
+void keep_counter_session() {
+  keeping = true;
+}
+
+void prepare_counters(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) {
+  // Made already for these metrics and not yet used: each part of a run whose counters are read together asks.
+  if (prepared != nullptr && prepared->session && prepared->metrics == metrics) return;
+  delete prepared;
+  prepared = nullptr;
+  // A kept session is the setup already, or must end before another is made (profile_call).
+  if (!availability.empty() && kept == nullptr) prepared = prepare_now(metrics, availability).release();
+}
+
+CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call,
+                            double call_limit_ms) {
+  return profile_each(metrics, {call}, call_limit_ms).front();
+}
+
+std::vector<CounterProfile> profile_calls(const std::vector<std::string>& metrics,
+                                          const std::vector<std::function<std::string()>>& calls) {
+  if (calls.empty()) return {};
+  if (calls.size() > kMaxProfileRanges) {
+    CounterProfile refused;
+    refused.message = "more than " + std::to_string(kMaxProfileRanges) + " calls to profile together";
+    return std::vector<CounterProfile>(calls.size(), refused);
+  }
+  return profile_each(metrics, calls, 0.0);
 }
 
 nlohmann::json counter_availability() {

@@ -8,7 +8,10 @@
 //
 // One user range around the whole call sums its kernels. The call is made
 // once per pass the metrics need (user replay), each time after L2 was
-// flushed, so DRAM traffic is what one cold call moves.
+// flushed, so DRAM traffic is what one cold call moves. Several calls (the
+// parts a run times together) can be read in the same passes, a range each:
+// a pass's Start and Stop, most of what a pass costs, are then paid once
+// for all of them (profile_calls).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +45,7 @@ struct CounterProfile {
   std::map<std::string, double> values;  // metric name -> value, for the whole call
   std::vector<std::string> unavailable;  // names this GPU's profiler does not know
   int passes = 0;
+  int ranges = 1;               // the calls read in the same passes, this one among them (profile_calls)
   double setup_seconds = 0;     // CUPTI's part before the first pass, made in this call
   double passes_seconds = 0;    // the passes, each with its L2 flush and its call
   double prepared_seconds = 0;  // the setup's host part, made before (prepare_counters)
@@ -78,5 +82,15 @@ void keep_counter_session();
 // Needs the calling thread's CUDA context current.
 CounterProfile profile_call(const std::vector<std::string>& metrics, const std::function<std::string()>& call,
                             double call_limit_ms = 0);
+
+// Collects `metrics` over each of `calls` as profile_call does, all of them
+// in each pass, one user range each and an L2 flush before each: one profile
+// a call, in order, each with its share of the setup's and passes' seconds.
+// A call that fails fails the profile of every one (which failed is said).
+// Each call must be quick enough to repeat (kProfileMaxCallMs); at most
+// kMaxProfileRanges calls.
+inline constexpr size_t kMaxProfileRanges = 16;
+std::vector<CounterProfile> profile_calls(const std::vector<std::string>& metrics,
+                                          const std::vector<std::function<std::string()>>& calls);
 
 }  // namespace tilelab
