@@ -21,7 +21,7 @@
 // With --parts the host serves the launchers of several parts to one
 // tilelab-harness run of their case files, in turn (trusted_main.cu): a
 // hand-in's parts are timed by one process, which makes one CUDA context and
-// keeps one CUPTI session for their counters (core/counter_profile.h).
+// reads their counters in one profile (core/profiles_together.h).
 //
 // With --wait the host makes its CUDA context first, then waits for LIBRARY
 // to appear (the build renames it into place once it is linked): a run can

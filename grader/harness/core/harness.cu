@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "launcher.h"
 #include "launcher_server.h"
 #include "process_guard.h"
+#include "profiles_together.h"
 #include "reference.h"
 #include "tilelab/part.h"
 #include "timing.h"
@@ -131,8 +133,9 @@ cudaDeviceProp given_props(const CaseSpec& c, const cudaDeviceProp& real) {
 struct CaseOutcome {
   json result;
   ExitCode code = ExitCode::kOk;
-  bool fatal = false;         // the process cannot go on to the next case
-  bool stopped_slow = false;  // its timing stopped as too slow to earn speed points (timing.h)
+  bool fatal = false;          // the process cannot go on to the next case
+  bool stopped_slow = false;   // its timing stopped as too slow to earn speed points (timing.h)
+  bool profile_later = false;  // its counters are read with the run's other parts' (profiles_together.h)
 };
 
 CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, bool fatal) {
@@ -151,9 +154,8 @@ CaseOutcome finish(CaseOutcome out, ExitCode code, const std::string& message, b
 // kernel needs most (an uncoalesced one, say). One whose call was ended
 // unfinished, or took far over the budget, is not. `timing`: the case's
 // timing result, or for a case without timing its first call's wall time
-// as "median_wall_ms"; `far_over`: only its far-over metrics are read.
-json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const LaunchArgs& args, const json& timing,
-                          bool stopped_slow, bool far_over) {
+// as "median_wall_ms". Returns why they are not read, or nothing where they are.
+std::optional<json> profile_skipped(const json& timing, bool stopped_slow) {
   CounterProfile skipped;
   skipped.status = kProfileSkipped;
   const json stop = timing.value("stop", json::object());
@@ -167,6 +169,11 @@ json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const Launch
                       " ms, and the counters need several more calls: not read";
     return to_json(skipped);
   }
+  return std::nullopt;
+}
+
+// Those counters read now, on `args`; `far_over`: only the far-over metrics.
+json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const LaunchArgs& args, bool far_over) {
   const auto t0 = std::chrono::steady_clock::now();
   json profile = launcher.profile(args, profile_metrics_for(spec, far_over));
   profile["far_over"] = far_over;
@@ -174,8 +181,10 @@ json profile_after_timing(const CaseSpec& spec, Launcher& launcher, const Launch
   return profile;
 }
 
+// `together`: the run reads its parts' counters together after their timing
+// (profiles_together.h); the case's, where read, are then left to it (profile_later).
 CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& real,
-                     GpuTurn& turn) {
+                     GpuTurn& turn, bool together) {
   const PartInfo& part = launcher.part();
   CaseOutcome out;
   out.result = {{"name", spec.name}, {"j", spec.j}, {"k", spec.k}, {"l", spec.l}};
@@ -285,7 +294,8 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
   }
   bool far_over = reads_far_over(spec, inv.wall_ms);
   if (spec.timing) {
-    TimingOutcome timing = run_timing(file, spec, launcher, given, turn, far_over);
+    // The far-over metrics are another list than the other parts': read on their own, before the warm-up.
+    TimingOutcome timing = run_timing(file, spec, launcher, given, turn, far_over, !together || far_over);
     out.result["timing"] = std::move(timing.result);
     if (timing.profile) out.result["profile"] = std::move(*timing.profile);
     if (timing.code != ExitCode::kOk) return finish(std::move(out), timing.code, timing.message, true);
@@ -309,7 +319,14 @@ CaseOutcome run_case(const CaseFile& file, const CaseSpec& spec, Launcher& launc
       turn.take();
       timing = {{"median_wall_ms", inv.wall_ms}};
     }
-    out.result["profile"] = profile_after_timing(spec, launcher, args, timing, out.stopped_slow, far_over);
+    if (std::optional<json> skipped = profile_skipped(timing, out.stopped_slow)) {
+      out.result["profile"] = std::move(*skipped);
+    } else if (together && !far_over) {
+      out.result["profile"] = ProfilesTogether::waiting();
+      out.profile_later = true;
+    } else {
+      out.result["profile"] = profile_after_timing(spec, launcher, args, far_over);
+    }
   }
   return finish(std::move(out), ExitCode::kOk, "", false);
 }
@@ -381,7 +398,7 @@ ExitCode run_in_this_process(const char* case_file, const PartBinding& part) {
   }
 }
 
-ExitCode run_case_file(const CaseFile& file, Launcher& launcher) {
+ExitCode run_case_file(const CaseFile& file, Launcher& launcher, ProfilesTogether* together, size_t index) {
   validate_cases(file, launcher.part());
   int devices = 0;
   const cudaError_t count_error = cudaGetDeviceCount(&devices);
@@ -413,7 +430,11 @@ ExitCode run_case_file(const CaseFile& file, Launcher& launcher) {
   for (const CaseSpec& spec : file.cases) {
     writer.doc()["current_case"] = spec.name;
     writer.write();
-    CaseOutcome out = run_case(file, spec, launcher, real, turn);
+    CaseOutcome out = run_case(file, spec, launcher, real, turn, together != nullptr);
+    if (out.profile_later) {
+      together->add({index, file.result, writer.doc()["cases"].size(), spec.j, spec.k, spec.l, given_props(spec, real),
+                     *spec.profile_metrics, spec.timing ? spec.timing->seed : spec.inputs.seed});
+    }
     if (first_failure == ExitCode::kOk) first_failure = out.code;
     if (out.code != ExitCode::kOk) {
       std::fprintf(stderr, "tilelab: case %s: %s [%s]\n", spec.name.c_str(),

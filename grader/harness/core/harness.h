@@ -57,6 +57,7 @@ ExitCode run_in_this_process(const char* case_file, const PartBinding& part);
 
 struct CaseFile;
 class Launcher;
+class ProfilesTogether;
 
 // The harness cannot go on (a bad case file, no device, a result it cannot
 // write): the message is printed, and the run ends with `code`.
@@ -70,7 +71,10 @@ struct HarnessExit {
 
 // Runs every case of `file` through `launcher` and writes the result JSON:
 // the in-process harness and tilelab-harness alike. Returns the exit status
-// of the run (the first failing case's); throws HarnessExit.
-ExitCode run_case_file(const CaseFile& file, Launcher& launcher);
+// of the run (the first failing case's); throws HarnessExit. With `together`,
+// the file is the run's `index`-th of several, and the counters its timed
+// cases would read after their timing are left to it (profiles_together.h).
+ExitCode run_case_file(const CaseFile& file, Launcher& launcher, ProfilesTogether* together = nullptr,
+                       size_t index = 0);
 
 }  // namespace tilelab

@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "launcher_process.h"
 #include "launcher_protocol.h"
+#include "profiles_together.h"
 #include "tilelab/exit_codes.h"
 
 namespace tilelab {
@@ -74,16 +75,28 @@ ExitCode run_with_launcher(
     return ExitCode::kUsage;
   }
   ExitCode code = ExitCode::kOk;
+  // Several parts' counters are read together once all were timed (profiles_together.h).
+  ProfilesTogether together;
+  ProfilesTogether* parts_together = files.size() > 1 ? &together : nullptr;
   for (size_t i = 0; i < files.size() && code == ExitCode::kOk; ++i) {
     try {
       if (i > 0 && !launcher->use(i)) {
         report("the launcher cannot serve the part of " + case_files[i],
                "it serves " + std::to_string(i) + " parts, or it is gone", ExitCode::kUsage);
-        return ExitCode::kUsage;
+        code = ExitCode::kUsage;
+        break;
       }
-      code = run_case_file(files[i], *launcher);
+      code = run_case_file(files[i], *launcher, parts_together, i);
     } catch (const HarnessExit& e) {
       code = e.code;
+    }
+  }
+  // Those of the parts that were timed, also where a later one ended the run: each result says so if it fails.
+  if (together.pending()) {
+    try {
+      together.read(*launcher);
+    } catch (const HarnessExit& e) {
+      if (code == ExitCode::kOk) code = e.code;
     }
   }
   return code;

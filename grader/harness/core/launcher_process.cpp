@@ -410,25 +410,12 @@ void LauncherProcess::prepare_profile(const std::vector<std::string>& metrics,
   }
 }
 
-// The launcher's process says what its counters were: kept only where it is
+namespace {
+
+// What the launcher's process says its counters were: kept only where it is
 // the shape counter_profile.h gives, for the metrics asked for, as finite numbers.
-json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics, double call_limit_ms) {
+json sanitized_profile(json reply, const std::vector<std::string>& metrics) {
   CounterProfile out;
-  if (ended_ != ExitCode::kOk) {
-    out.message = "the launcher's process had ended";
-    return to_json(out);
-  }
-  json req = call_request("profile", args);
-  req["metrics"] = metrics;
-  req["call_limit_ms"] = call_limit_ms;
-  json reply;
-  try {
-    reply = request(req);
-  } catch (const std::exception& e) {
-    note_end(e.what());
-    out.message = "the launcher's process ended while it was profiled";
-    return to_json(out);
-  }
   if (!reply.is_object()) reply = json::object();
   const std::string status = reply.value("status", json()).is_string() ? reply["status"].get<std::string>() : "";
   for (const char* known : {kProfileMeasured, kProfileNotAllowed, kProfileUnsupported, kProfileSkipped}) {
@@ -450,6 +437,8 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   }
   const json passes = reply.value("passes", json(0));
   if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
+  const json ranges = reply.value("ranges", json(1));
+  if (ranges.is_number_integer()) out.ranges = std::clamp(ranges.get<int>(), 1, static_cast<int>(kMaxProfileRanges));
   for (auto [name, field] :
        {std::pair{"setup_seconds", &out.setup_seconds}, std::pair{"passes_seconds", &out.passes_seconds},
         std::pair{"prepared_seconds", &out.prepared_seconds}}) {
@@ -458,6 +447,56 @@ json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::str
   }
   if (out.status != kProfileMeasured) out.values.clear();
   return to_json(out);
+}
+
+// A profile that was not read, and why.
+json unread_profile(const std::string& why) {
+  CounterProfile out;
+  out.message = why;
+  return to_json(out);
+}
+
+}  // namespace
+
+json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics, double call_limit_ms) {
+  if (ended_ != ExitCode::kOk) return unread_profile("the launcher's process had ended");
+  json req = call_request("profile", args);
+  req["metrics"] = metrics;
+  req["call_limit_ms"] = call_limit_ms;
+  try {
+    return sanitized_profile(request(req), metrics);
+  } catch (const std::exception& e) {
+    note_end(e.what());
+    return unread_profile("the launcher's process ended while it was profiled");
+  }
+}
+
+std::vector<json> LauncherProcess::profile_parts(const std::vector<PartCall>& calls,
+                                                 const std::vector<std::string>& metrics) {
+  if (ended_ != ExitCode::kOk)
+    return std::vector<json>(calls.size(), unread_profile("the launcher's process had ended"));
+  json req = {{"op", "profile_parts"}, {"metrics", metrics}, {"calls", json::array()}};
+  for (const PartCall& c : calls) {
+    json call = call_request("profile", c.args);
+    call.erase("op");
+    call["part"] = c.part;
+    req["calls"].push_back(std::move(call));
+  }
+  json reply;
+  try {
+    reply = request(req);
+  } catch (const std::exception& e) {
+    note_end(e.what());
+    return std::vector<json>(calls.size(), unread_profile("the launcher's process ended while it was profiled"));
+  }
+  const json profiles = reply.is_object() ? reply.value("profiles", json()) : json();
+  std::vector<json> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out.push_back(profiles.is_array() && profiles.size() == calls.size()
+                      ? sanitized_profile(profiles[i], metrics)
+                      : unread_profile("the launcher's process gave no profiles"));
+  }
+  return out;
 }
 
 }  // namespace tilelab

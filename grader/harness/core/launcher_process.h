@@ -97,6 +97,15 @@ class LauncherProcess : public Launcher {
   void prepare_profile(const std::vector<std::string>& metrics, const std::vector<uint8_t>& availability) override;
   bool trusted_clock() const override { return true; }
   ExitCode startup_error(std::string* message) const override;
+  // One call of each of several parts it serves (the part's index, its
+  // arguments), their counters `metrics` read in the same passes
+  // (counter_profile.h, profile_calls): a profile each, in order, sanitized as profile()'s.
+  struct PartCall {
+    size_t part;
+    LaunchArgs args;
+  };
+  std::vector<nlohmann::json> profile_parts(const std::vector<PartCall>& calls,
+                                            const std::vector<std::string>& metrics);
   // Turns the process to the `index`-th part it serves (tilelab-part-host
   // --parts) and learns what that part runs. False where it serves no such
   // part or is gone.

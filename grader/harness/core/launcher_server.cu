@@ -1,5 +1,6 @@
 #include <sys/mman.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -30,6 +31,26 @@ json describe(const PartBinding& part, const Launcher& launcher) {
   if (error == ExitCode::kNoDevice) d["no_device"] = message;
   if (error == ExitCode::kProfilerError) d["profiler_error"] = message;
   return d;
+}
+
+// A call's arguments as a "call", "profile" or "profile_parts" request gives
+// them: its buffers found by `pointer`, its sizes, and the device properties
+// it is told, `given` (the device's own, but for what the request lowers).
+template <typename Pointer>
+LaunchArgs args_of(const json& req, const Pointer& pointer, cudaDeviceProp* given) {
+  if (req.contains("props")) {
+    const json& p = req["props"];
+    given->sharedMemPerBlock = p.at("sharedMemPerBlock").get<size_t>();
+    given->maxThreadsPerBlock = p.at("maxThreadsPerBlock").get<int>();
+    for (int i = 0; i < 3; ++i) given->maxThreadsDim[i] = p.at("maxThreadsDim").at(i).get<int>();
+  }
+  return LaunchArgs{static_cast<const float*>(pointer(req.at("m"))),
+                    static_cast<const float*>(pointer(req.at("n"))),
+                    static_cast<float*>(pointer(req.at("p"))),
+                    req.at("j").get<int>(),
+                    req.at("k").get<int>(),
+                    req.at("l").get<int>(),
+                    given};
 }
 
 [[noreturn]] void quit() {
@@ -113,19 +134,7 @@ void serve_launcher(const std::vector<PartBinding>& parts, int control_fd, int r
       reply(replies, {{"ok", true}});
     } else if ((op == "call" || op == "profile") && usable) {
       cudaDeviceProp given = real;
-      if (req.contains("props")) {
-        const json& p = req["props"];
-        given.sharedMemPerBlock = p.at("sharedMemPerBlock").get<size_t>();
-        given.maxThreadsPerBlock = p.at("maxThreadsPerBlock").get<int>();
-        for (int i = 0; i < 3; ++i) given.maxThreadsDim[i] = p.at("maxThreadsDim").at(i).get<int>();
-      }
-      const LaunchArgs args{static_cast<const float*>(pointer(req.at("m"))),
-                            static_cast<const float*>(pointer(req.at("n"))),
-                            static_cast<float*>(pointer(req.at("p"))),
-                            req.at("j").get<int>(),
-                            req.at("k").get<int>(),
-                            req.at("l").get<int>(),
-                            &given};
+      const LaunchArgs args = args_of(req, pointer, &given);
       if (op == "profile") {
         const std::vector<std::string> metrics = req.at("metrics").get<std::vector<std::string>>();
         const double call_limit_ms = req.value("call_limit_ms", 0.0);
@@ -146,6 +155,30 @@ void serve_launcher(const std::vector<PartBinding>& parts, int control_fd, int r
       const Invocation call = invoke_launcher(
           *binding, args, [&] { control->done.store(seq, std::memory_order_release); }, take_records);
       reply(replies, invocation_to_wire(call));
+    } else if (op == "profile_parts" && usable) {
+      // One call of each part named, their counters read in the same passes (profile_calls).
+      const json& wanted = req.at("calls");
+      const size_t n = wanted.is_array() ? wanted.size() : 0;
+      std::vector<cudaDeviceProp> given(n, real);  // each call's, where its args point
+      std::vector<LaunchArgs> args;
+      std::vector<const PartBinding*> bindings;
+      for (size_t i = 0; i < n; ++i) {
+        const json which = wanted[i].value("part", json());
+        if (!which.is_number_unsigned() || which.get<size_t>() >= parts.size()) break;
+        bindings.push_back(&parts[which.get<size_t>()]);
+        args.push_back(args_of(wanted[i], pointer, &given[i]));
+      }
+      if (n == 0 || args.size() != n) {
+        reply(replies, {{"error", "no such part here"}});
+        continue;
+      }
+      std::vector<std::function<std::string()>> calls;
+      for (size_t i = 0; i < n; ++i) calls.push_back([&, i] { return call_failure(*bindings[i], args[i]); });
+      json profiles = json::array();
+      for (const CounterProfile& p : profile_calls(req.at("metrics").get<std::vector<std::string>>(), calls)) {
+        profiles.push_back(to_json(p));
+      }
+      reply(replies, {{"profiles", profiles}});
     } else if (op == "prepare_profile" && usable) {
       const std::string hex = req.value("availability", "");
       std::vector<uint8_t> availability(hex.size() / 2);

@@ -16,7 +16,7 @@ namespace tilelab {
 // gone, then ends the process. `control_fd`: the shared ControlBlock.
 // `parts`: the launchers it may serve, the first at start; {"op": "use",
 // "part": i} turns to the i-th (tilelab-part-host --parts: one process for a
-// hand-in's timed parts, and one CUPTI session for their counters).
+// hand-in's timed parts, and one profile of their counters: "profile_parts").
 [[noreturn]] void serve_launcher(const std::vector<PartBinding>& parts, int control_fd, int requests, int replies,
                                  bool record);
 

@@ -124,7 +124,7 @@ TimingOutcome timing_stopped_at_first_call(const CaseSpec& spec, const Launcher&
 }
 
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
-                         GpuTurn& turn, bool far_over) {
+                         GpuTurn& turn, bool far_over, bool profile_first) {
   const TimingSpec& t = *spec.timing;
   const uint64_t m_count = uint64_t(spec.j) * spec.k;
   const uint64_t n_count = uint64_t(spec.k) * spec.l;
@@ -185,7 +185,7 @@ TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& l
   turn.take();
   const auto warmup_begin = std::chrono::steady_clock::now();
   int profile_passes = 0;  // untimed calls of the counter profile, counted as warm-up
-  if (spec.profile_metrics) {
+  if (spec.profile_metrics && profile_first) {
     const LaunchArgs args = fresh_inputs(0);
     TILELAB_CUDA_CHECK(cudaDeviceSynchronize());
     json profile = launcher.profile(args, profile_metrics_for(spec, far_over), profile_call_limit_ms(t));

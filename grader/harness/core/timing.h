@@ -15,7 +15,8 @@
 // closely have the median more of them would have, within that tolerance.
 //
 // A case that asks for counters (CaseSpec::profile_metrics) has them read
-// first, as soon as the GPU is the run's alone: the counter profile's passes
+// first, as soon as the GPU is the run's alone (unless its caller reads them
+// after the timed calls, with other parts': profiles_together.h): the counter profile's passes
 // (counter_profile.h) are untimed calls at the case's size, each after an L2
 // flush, so they bring the clocks up as warm-up calls would, and the warm-up
 // goes on only until `warmup_calls` calls and `warmup_ms` have passed,
@@ -78,7 +79,7 @@ struct TimingOutcome {
   nlohmann::json result;
   ExitCode code = ExitCode::kOk;  // a failure during a timed call ends the case
   std::string message;
-  bool stopped_slow = false;  // timing stopped as too slow to earn speed points
+  bool stopped_slow = false;              // timing stopped as too slow to earn speed points
   std::optional<nlohmann::json> profile;  // the counters, read before the warm-up calls (above)
 };
 
@@ -86,9 +87,10 @@ class Launcher;
 class GpuTurn;
 // Runs after the case's first call (harness.cu), which counts among the calls a stop reports.
 // Its buffers are made and filled before `turn` is taken: the warm-up and the timed calls run alone.
-// `far_over`: its profile reads the far-over metrics (reads_far_over).
+// `far_over`: its profile reads the far-over metrics (reads_far_over); `profile_first`: false where the
+// caller reads its counters after the timed calls.
 TimingOutcome run_timing(const CaseFile& file, const CaseSpec& spec, Launcher& launcher, const cudaDeviceProp& given,
-                         GpuTurn& turn, bool far_over);
+                         GpuTurn& turn, bool far_over, bool profile_first = true);
 // Whether a case whose first call took `first_call_ms` reads its profile's far-over metrics (above).
 bool reads_far_over(const CaseSpec& spec, double first_call_ms);
 // The metrics a case with a profile reads: its far-over ones, or all of them.
