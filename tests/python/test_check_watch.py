@@ -321,6 +321,10 @@ def test_the_breakdown_names_each_runs_seconds_the_profile_and_the_commands_own(
     part.stages["memcheck"].details = CHECKED_TOGETHER
     text = "\n".join(breakdown_lines(result, {"total": 4.45}))
     assert "naive memcheck: one run of the parts together, 0.93 s" in text and "naive memcheck 0.93" not in text
+    # Counters read in one profile with the run's other parts: the part's share of it.
+    part.traffic.together = 6
+    text = "\n".join(breakdown_lines(result, {"total": 4.45}))
+    assert ("counter profile 0.62 s, its share of one profile of 6 parts (CUPTI's set-up 0.21 s of it)") in text
 
 
 def test_the_watch_reads_the_files_a_check_reads(tmp_path):

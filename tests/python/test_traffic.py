@@ -67,6 +67,19 @@ def test_a_measured_profile_is_read_from_a_harness_case():
     assert got.traffic.passes == MEASURED["parts"]["naive"]["profile"]["passes"]
 
 
+def test_a_profile_read_with_other_parts_says_how_many_untrusted_counts_read_as_alone():
+    # The harness reads the counters of a run's parts in one profile (grader/harness/core/profiles_together.h).
+    case = {"j": 4096, "k": 4096, "l": 4096,
+            "profile": dict(MEASURED["parts"]["naive"]["profile"], seconds=0.1, message="", ranges=6)}
+    assert traffic.profiled_case(case).traffic.together == 6
+    untrusted = ((1, 1), (0, 1), (-3, 1), (True, 1), ("6", 1), (6.0, 1), (None, 1), (10**9, traffic.MAX_TOGETHER))
+    for said, read in untrusted:
+        case["profile"]["ranges"] = said
+        assert traffic.profiled_case(case).traffic.together == read, said
+    del case["profile"]["ranges"]  # a profile of its part alone
+    assert traffic.profiled_case(case).traffic.together == 1
+
+
 @pytest.mark.parametrize("case, note", [
     (None, "not measured: the harness gave no counters"),
     ({"profile": "yes"}, "not measured: the harness gave no counters"),

@@ -1,8 +1,9 @@
 """A grading of several parts times them by one run on one launcher process
 (speed._TimedTogether: tilelab-harness CASE_FILE... on tilelab-part-host
---parts), with the verdicts each part gets timed alone; a part whose timed
-calls are wrong is judged so from that run, and the others are still timed
-by it."""
+--parts), with the verdicts each part gets timed alone, and reads their
+counters in one profile, each part's as its own profile reads them; a part
+whose timed calls are wrong is judged so from that run, and the others are
+still timed by it."""
 
 import re
 import shutil
@@ -47,6 +48,26 @@ def test_the_parts_of_a_hand_in_are_timed_by_one_launcher(build, device, cache, 
         assert part.traffic is not None, f"{part.id}: {part.traffic_note}"
         print(f"{part.id}: {part.speed.gflops:.0f} GFLOP/s, {100 * part.speed.fraction:.1f} % of the speed points, "
               f"stage {speed.seconds:.2f} s, counters' passes {part.traffic.seconds:.3f} s")
+
+
+def test_the_counters_of_parts_timed_together_are_read_in_one_profile_as_each_alone(build, device, cache, tmp_path,
+                                                                                     monkeypatch):
+    """After the run's last timed call, one call of each part in a user range
+    of its own in every pass (the harness's profiles_together.h)."""
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(cache))
+    files = {f"{p}.cu": ROOT / "solutions" / f"{p}.cu" for p in PARTS}
+    together = _grade(build, tmp_path / "together", files, PARTS)
+    for part in together.parts:
+        (alone,) = _grade(build, tmp_path / part.id, {f"{part.id}.cu": files[f"{part.id}.cu"]}, (part.id,)).parts
+        t, a = part.traffic, alone.traffic
+        assert t is not None and a is not None, f"{part.id}: {part.traffic_note} / {alone.traffic_note}"
+        assert (t.together, a.together) == (len(PARTS), 1), part.id
+        assert t.passes == a.passes and t.global_load_instructions == a.global_load_instructions, part.id
+        for level in ("L2", "DRAM"):
+            assert t.level(level).bytes == pytest.approx(a.level(level).bytes, rel=0.1), (part.id, level)
+        assert part.traffic_hints == alone.traffic_hints, part.id
+        print(f"{part.id}: DRAM {t.level('DRAM').bytes / 1e6:.1f} MB together, {a.level('DRAM').bytes / 1e6:.1f} MB "
+              f"alone; its share of the profile {t.seconds:.3f} s, alone {a.seconds:.3f} s")
 
 
 def test_a_part_whose_timed_calls_are_wrong_is_judged_from_the_run_together(build, device, cache, tmp_path,

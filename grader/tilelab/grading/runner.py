@@ -100,7 +100,8 @@ def write_cases(
     runs the part's cases under another name (the cuBLAS baseline) is named
     by `harness_id`. With `profile`, the last case also reads the hardware
     counters of its calls (traffic.py), before the warm-up of its timing
-    (grader/harness/core/timing.h); without `profile_shared_memory`, a call
+    (grader/harness/core/timing.h), or after it with the other parts of a
+    run of several (profiles_together.h); without `profile_shared_memory`, a call
     far over its budget has no shared-memory counters read.
     `give_up_ms`: the time budget of a timing case's call, by its name in
     the file (none for a case it does not name). `gate`: where the trusted

@@ -90,6 +90,8 @@ LEVEL_TITLES = {
 MEASURED = "measured"
 # No counter of one call comes near this: a larger figure is garbage.
 _MAX_VALUE = 1e18
+# The most calls the harness reads in one profile (counter_profile.h, kMaxProfileRanges).
+MAX_TOGETHER = 16
 
 
 @dataclass
@@ -124,6 +126,9 @@ class Traffic:
     far_over: bool = False  # only the far-over metrics were read (profile_entry): its calls earn no speed points
     seconds: float = 0.0  # the whole profile of the call, CUPTI's set-up included
     setup_seconds: float = 0.0  # CUPTI's set-up, before the first pass
+    # The parts whose calls were read in the same passes, this one among them (the harness's
+    # profiles_together.h): its seconds are then its share of their profile.
+    together: int = 1
 
     def level(self, name: str) -> Optional[Level]:
         return next((lv for lv in self.levels if lv.name == name), None)
@@ -155,7 +160,7 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
 
 
 def traffic_from(metrics: dict, j: int, k: int, l: int, passes: int = 0, seconds: float = 0.0,
-                 setup_seconds: float = 0.0, far_over: bool = False) -> Traffic:
+                 setup_seconds: float = 0.0, far_over: bool = False, together: int = 1) -> Traffic:
     """The figures of one profiled call of a j x k x l product."""
     flop = float(matmul_flop(j, k, l))
     global_loads = _value(metrics, GLOBAL_LOAD_INSTRUCTIONS)
@@ -186,7 +191,7 @@ def traffic_from(metrics: dict, j: int, k: int, l: int, passes: int = 0, seconds
         achieved_occupancy=_value(metrics, WARPS_ACTIVE_PCT),
         fma_share=_ratio(_value(metrics, FMA_PIPE_INSTRUCTIONS), _value(metrics, INSTRUCTIONS)),
         stalls=stalls[:3], passes=passes, far_over=far_over, seconds=round(seconds, 3),
-        setup_seconds=round(setup_seconds, 3),
+        setup_seconds=round(setup_seconds, 3), together=together,
     )
 
 
@@ -206,10 +211,12 @@ def profiled_case(case: dict) -> Profiled:
     if not isinstance(metrics, dict) or not all(isinstance(d, int) and d > 0 for d in dims):
         return Profiled(note="not measured: the harness's counters could not be read")
     passes = profile.get("passes") if isinstance(profile.get("passes"), int) else 0
+    ranges = profile.get("ranges")
+    together = min(ranges, MAX_TOGETHER) if type(ranges) is int and ranges > 1 else 1
     seconds, setup = (_seconds(profile.get(name)) for name in ("seconds", "setup_seconds"))
     counters = {str(k): float(v) for k, v in metrics.items() if _value(metrics, k) is not None}
     return Profiled(traffic=traffic_from(counters, *dims, passes=passes, seconds=seconds, setup_seconds=setup,
-                                         far_over=profile.get("far_over") is True),
+                                         far_over=profile.get("far_over") is True, together=together),
                     counters=counters)
 
 

@@ -71,6 +71,8 @@ def _speed(result: GradeResult) -> list:
         t = p.traffic
         if t is not None and t.seconds:
             setup = f" (CUPTI's set-up {_s(t.setup_seconds)} of it)" if t.setup_seconds else ""
+            if t.together > 1:
+                setup = f", its share of one profile of {t.together} parts{setup}"
             # The stage's seconds are its timing run's: the launcher's start and first call are in them too.
             said.append(f"{p.id} {_s(st.seconds)}: {_TIMING_RUN} {_s(max(0.0, st.seconds - t.seconds))}, "
                         f"counter profile {_s(t.seconds)}{setup}")

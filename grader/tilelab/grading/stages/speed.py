@@ -39,7 +39,7 @@ COUNTERS_LEFT_OUT = "this grading left the hardware counters out"
 COUNTERS_LATER = ("they are read once the GPU is free, after the score; the grader's copy of this report is written "
                   "again then")
 # The speed stage's details where a part was timed by one run with the others (_TimedTogether).
-TIMED_TOGETHER = "timed by one launcher process with the other parts, one CUPTI session for their counters"
+TIMED_TOGETHER = "timed by one launcher process with the other parts, their counters read in one profile"
 FAR_PAST = "not read: a call ran far past the time at which speed earns no points"
 SLOW_STOP_HINT = ("Timing stops as soon as the calls are too slow to earn any speed points, and a call far slower "
                   "than that is ended. Make each call faster than the time named above: is all of the work in your "
@@ -89,9 +89,11 @@ def times_together(g: Grading) -> bool:
 
 def on_one_launcher(g: Grading, parts: list) -> bool:
     """Whether these parts' timing runs are one: one process, one CUDA
-    context and one CUPTI session, whose first Start (about 0.15 s of the
-    GPU alone a part otherwise) is paid once (docs/measurements.md, "CUPTI's
-    set-up, and one process for a hand-in's parts")."""
+    context, and one counter profile of all of them after their timed calls,
+    whose passes' Start and Stop are paid once instead of once a part (the
+    harness's profiles_together.h; docs/measurements.md, "CUPTI's set-up,
+    and one process for a hand-in's parts", "One counter profile for a
+    hand-in's parts")."""
     return times_together(g) and len(parts) > 1 and all(s.library is not None for s in parts)
 
 
@@ -274,7 +276,7 @@ def _timing_cases(g: Grading, s: PartState, ceilings, basis: calibration.Calibra
 class OnOneLauncher:
     """Several parts' timed runs made one (tilelab-harness CASE_FILE... on
     tilelab-part-host --parts): their case files in turn, one gate before the
-    first, one CUPTI session. A part whose run did not end well, and every
+    first, one counter profile for all. A part whose run did not end well, and every
     part after it, which that run never began (a kernel's fault may leave the
     context unusable), is run again in a process of its own, as every part
     is where they cannot be together. A subclass says what each part's case
@@ -335,7 +337,7 @@ class OnOneLauncher:
 
 
 class _TimedTogether(OnOneLauncher):
-    """The timing of several parts by one run, the counters of all in one CUPTI session."""
+    """The timing of several parts by one run, the counters of all in one profile."""
 
     def __init__(self, g: Grading, parts: list, ceilings, basis: calibration.Calibration) -> None:
         super().__init__(g, parts)
