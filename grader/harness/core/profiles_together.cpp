@@ -70,9 +70,10 @@ void read_batch(const std::vector<const ProfilesTogether::Request*>& batch, Laun
 }  // namespace
 
 void ProfilesTogether::read(LauncherProcess& launcher) {
+  const std::vector<Request> requests = std::move(requests_);  // read once, whatever comes of it
+  requests_.clear();
   std::vector<const Request*> left;
-  for (const Request& r : requests_) left.push_back(&r);
-  requests_.clear();  // read once, whatever comes of it
+  for (const Request& r : requests) left.push_back(&r);
   while (!left.empty()) {
     std::vector<const Request*> batch, rest;
     for (const Request* r : left) {
