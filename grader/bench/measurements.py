@@ -249,12 +249,13 @@ def read_summary(path: Path) -> str:
 
 def update(page: str, gpu_suite: Optional[str] = None, bench: Optional[dict] = None,
            machine: str = "", date: str = "", bench_check: Optional[dict] = None, commit: str = "") -> str:
-    """`page` with the blocks of the sources given rewritten; `machine`,
-    `date` and `commit` stand where a source does not say."""
+    """`page` with the blocks of the sources given rewritten; `machine` and
+    `date` stand where a source does not say; `commit`, where given, over
+    the summary's (a GPU machine's copy of .git can lag the tree it ran)."""
     if gpu_suite is not None:
         summary = parse_gpu_suite(gpu_suite)
         summary.machine, summary.date = summary.machine or machine, summary.date or date
-        summary.commit = summary.commit or commit
+        summary.commit = commit or summary.commit
         page = replace_block(page, "gpu-suite", render_gpu_suite(summary))
     if bench is not None:
         page = replace_block(page, "bench", render_bench(bench, machine, date))
@@ -278,8 +279,8 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC, help="the page to rewrite (default: %(default)s)")
     parser.add_argument("--machine", default="", help="the machine, where a source does not name it")
     parser.add_argument("--date", default=None, help="the date, where a source does not say it (default: today)")
-    parser.add_argument("--commit", default="", help="the commit gpu-suite ran, where its summary does not say it "
-                                                     "(a GPU machine's copy of the tree may have no .git)")
+    parser.add_argument("--commit", default="", help="the commit gpu-suite ran, over what its summary says (a GPU "
+                                                     "machine's copy of the tree may have no .git, or one behind it)")
     args = parser.parse_args(argv)
     if args.gpu_suite is None and args.bench is None and args.bench_check is None:
         parser.error("give --gpu-suite FILE, --bench FILE, --bench-check FILE, or several")

@@ -88,6 +88,9 @@ def test_the_block_names_the_commit_the_summary_or_the_command_gives():
     assert "Date: 2026-11-24. Commit: 1c9a882.\n" in given
     unnamed = update(PAGE, gpu_suite=SUMMARY_1C9A882)
     assert "Date: 2026-11-24.\n" in unnamed and "Commit" not in unnamed
+    # A GPU machine's copy of .git may lag the tree it ran: the command's commit stands over the summary's.
+    lagging = SUMMARY_1C9A882.replace("date: 2026-11-24\n", "date: 2026-11-24\ncommit: 0ld0ne with changes\n")
+    assert "Date: 2026-11-24. Commit: 1c9a882.\n" in update(PAGE, gpu_suite=lagging, commit="1c9a882")
 
 
 def test_the_score_and_wall_lines_above_the_table_are_kept():
