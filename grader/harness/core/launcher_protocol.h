@@ -20,6 +20,9 @@
 //   {"op": "records", "windows": [...]} -> {"records": [{"kernels", "memory"}, ...]}
 //   {"op": "profile", "metrics", "m", "n", "p", "j", "k", "l", "props"?}
 //                                       -> the counters of untimed calls (counter_profile.h)
+//   {"op": "profile_parts", "metrics", "calls": [{"part", "m", "n", "p", "j", "k", "l", "props"?}, ...]}
+//                                       -> {"profiles": [...]}: one call of each part served, their
+//                                          counters read in the same passes (profile_calls)
 //   {"op": "prepare_profile", "metrics", "availability"}
 //                                       -> {"ok": true}: the host's part of the next profile's setup, made now
 //                                          from the GPU's counter availability image (hex)
