@@ -4,8 +4,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+
+#include "counter_profile.h"
 
 namespace tilelab {
 
@@ -188,6 +192,41 @@ int connect_to(const std::string& path) {
     return -1;
   }
   return sock;
+}
+
+json profile_from_wire(json reply, const std::vector<std::string>& metrics) {
+  CounterProfile out;
+  if (!reply.is_object()) reply = json::object();
+  const std::string status = reply.value("status", json()).is_string() ? reply["status"].get<std::string>() : "";
+  for (const char* known : {kProfileMeasured, kProfileNotAllowed, kProfileUnsupported, kProfileSkipped}) {
+    if (status == known) out.status = status;
+  }
+  if (reply.contains("message") && reply["message"].is_string())
+    out.message = reply["message"].get<std::string>().substr(0, 300);
+  if (out.status == kProfileFailed && out.message.empty()) out.message = "the launcher's process gave no profile";
+  const json values = reply.value("metrics", json::object());
+  for (const std::string& name : metrics) {
+    const auto it = values.is_object() ? values.find(name) : values.end();
+    if (it != values.end() && it->is_number() && std::isfinite(it->get<double>())) out.values[name] = it->get<double>();
+  }
+  const json unavailable = reply.value("unavailable", json::array());
+  for (const std::string& name : metrics) {
+    if (unavailable.is_array() && std::find(unavailable.begin(), unavailable.end(), name) != unavailable.end()) {
+      out.unavailable.push_back(name);
+    }
+  }
+  const json passes = reply.value("passes", json(0));
+  if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
+  const json ranges = reply.value("ranges", json(1));
+  if (ranges.is_number_integer()) out.ranges = std::clamp(ranges.get<int>(), 1, static_cast<int>(kMaxProfileRanges));
+  for (auto [name, field] :
+       {std::pair{"setup_seconds", &out.setup_seconds}, std::pair{"passes_seconds", &out.passes_seconds},
+        std::pair{"prepared_seconds", &out.prepared_seconds}}) {
+    const json seconds = reply.value(name, json(0.0));
+    if (seconds.is_number() && std::isfinite(seconds.get<double>())) *field = std::max(0.0, seconds.get<double>());
+  }
+  if (out.status != kProfileMeasured) out.values.clear();
+  return to_json(out);
 }
 
 }  // namespace tilelab

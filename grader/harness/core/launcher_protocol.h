@@ -69,6 +69,12 @@ Invocation invocation_from_wire(const nlohmann::json& wire);
 nlohmann::json record_to_wire(const WindowRecord& record);
 WindowRecord record_from_wire(const nlohmann::json& wire);
 
+// What a launcher process says a profile's counters were (a "profile"
+// reply, or one of "profile_parts"'), as counter_profile.h's to_json gives
+// them: kept only in that shape, for `metrics` (those asked for), as finite
+// numbers; anything else says it gave no profile.
+nlohmann::json profile_from_wire(nlohmann::json reply, const std::vector<std::string>& metrics);
+
 // A Unix socket connected to `path` (the service a relay hands its run to,
 // a timing run's gate), or -1 with errno set.
 int connect_to(const std::string& path);
