@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "counter_profile.h"
 #include "json_io.h"
 #include "launcher_protocol.h"
 #include "support.h"
@@ -475,6 +476,43 @@ TEST(LauncherProtocol, AnInvocationCrossesTheWireAndAForgedOneDoesNot) {
   json missing = wire;
   missing.erase("api_calls");
   EXPECT_THROW(invocation_from_wire(missing), ProtocolError);
+}
+
+// A profile's reply is untrusted too: only the metrics asked for, as finite
+// numbers, with counts and seconds in their bounds; anything else is no profile.
+TEST(LauncherProtocol, AProfileCrossesTheWireAndAForgedOneIsCutDown) {
+  const std::vector<std::string> asked = {"dram__bytes_read.sum", "lts__t_bytes.sum"};
+  CounterProfile measured;
+  measured.status = kProfileMeasured;
+  measured.values = {{"dram__bytes_read.sum", 1.5e10}, {"lts__t_bytes.sum", 4.2e10}};
+  measured.passes = 4;
+  measured.ranges = 6;
+  measured.passes_seconds = 0.08;
+  EXPECT_EQ(profile_from_wire(to_json(measured), asked), to_json(measured));
+
+  json forged = to_json(measured);
+  forged["metrics"]["dram__bytes_read.sum"] = "15000000000";  // not a number
+  forged["metrics"]["smsp__inst_executed.sum"] = 7;           // not asked for
+  forged["passes"] = (int64_t(1) << 32) + 1;                  // wraps to 1 if read narrow
+  forged["ranges"] = -3;
+  forged["passes_seconds"] = -1.0;
+  forged["message"] = std::string(1000, 'x');
+  const json read = profile_from_wire(forged, asked);
+  EXPECT_EQ(read.at("metrics"), json({{"lts__t_bytes.sum", 4.2e10}}));
+  EXPECT_EQ(read.at("passes"), kMaxProfilePasses);
+  EXPECT_EQ(read.at("ranges"), 1);
+  EXPECT_EQ(read.at("passes_seconds"), 0.0);
+  EXPECT_EQ(read.at("message").get<std::string>().size(), 300u);
+  forged["ranges"] = 1 << 20;
+  EXPECT_EQ(profile_from_wire(forged, asked).at("ranges"), static_cast<int>(kMaxProfileRanges));
+
+  for (const json& not_one :
+       {json("measured"), json::array(), json({{"status", "great"}, {"metrics", {{"lts__t_bytes.sum", 1}}}})}) {
+    const json none = profile_from_wire(not_one, asked);
+    EXPECT_EQ(none.at("status"), kProfileFailed) << not_one.dump();
+    EXPECT_EQ(none.at("metrics"), json::object()) << not_one.dump();
+    EXPECT_EQ(none.at("message"), "the launcher's process gave no profile") << not_one.dump();
+  }
 }
 
 TEST(LauncherProtocol, IpcHandlesTravelAsHex) {

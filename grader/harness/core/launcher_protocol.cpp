@@ -215,10 +215,15 @@ json profile_from_wire(json reply, const std::vector<std::string>& metrics) {
       out.unavailable.push_back(name);
     }
   }
+  // Counts read wide, then clamped: a forged 2^32 + 1 must not read as 1.
   const json passes = reply.value("passes", json(0));
-  if (passes.is_number_integer()) out.passes = std::clamp(passes.get<int>(), 0, kMaxProfilePasses);
+  if (passes.is_number_integer()) {
+    out.passes = static_cast<int>(std::clamp<int64_t>(passes.get<int64_t>(), 0, kMaxProfilePasses));
+  }
   const json ranges = reply.value("ranges", json(1));
-  if (ranges.is_number_integer()) out.ranges = std::clamp(ranges.get<int>(), 1, static_cast<int>(kMaxProfileRanges));
+  if (ranges.is_number_integer()) {
+    out.ranges = static_cast<int>(std::clamp<int64_t>(ranges.get<int64_t>(), 1, kMaxProfileRanges));
+  }
   for (auto [name, field] :
        {std::pair{"setup_seconds", &out.setup_seconds}, std::pair{"passes_seconds", &out.passes_seconds},
         std::pair{"prepared_seconds", &out.prepared_seconds}}) {
