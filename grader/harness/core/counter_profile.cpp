@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 
 #include "counter_session.h"
@@ -71,48 +72,49 @@ std::unique_ptr<Prepared> prepare_now(const std::vector<std::string>& metrics,
   return p;
 }
 
-// The passes over `calls` of a session armed for them, and the values they
-// read into `out` (one profile a call, the same passes); none after a
-// first pass whose single call took longer than `call_limit_ms` (> 0).
-void collect(Session& session, const std::vector<std::function<std::string()>>& calls, double call_limit_ms,
-             std::vector<CounterProfile>* out) {
-  CounterProfile& first = out->front();  // the passes and what ended them, copied to the others at the end
+// The passes over `calls` of a session armed for them: what they say of all
+// the calls (passes, seconds, status, why none was read) into `head`, and
+// each call's values, none after a first pass whose single call took longer
+// than `call_limit_ms` (> 0).
+std::vector<std::map<std::string, double>> collect(Session& session,
+                                                   const std::vector<std::function<std::string()>>& calls,
+                                                   double call_limit_ms, CounterProfile* head) {
   const auto start = std::chrono::steady_clock::now();
   bool all = false;
   while (!all) {
-    if (first.passes == kMaxProfilePasses) {
-      first.message = "the metrics need more than " + std::to_string(kMaxProfilePasses) + " passes";
-      return;
+    if (head->passes == kMaxProfilePasses) {
+      head->message = "the metrics need more than " + std::to_string(kMaxProfilePasses) + " passes";
+      return {};
     }
     std::string call_error;
     size_t failed = calls.size();
     double call_ms = 0;
     all = session.pass(calls, &failed, &call_error, &call_ms);
-    ++first.passes;
+    ++head->passes;
     if (failed < calls.size()) {
-      first.message = "the call failed while it was profiled: " + call_error;
-      if (calls.size() > 1) {
-        first.message = "call " + std::to_string(failed + 1) + " of the " + std::to_string(calls.size()) +
-                        " profiled together failed: " + call_error;
-      }
-      return;
+      head->message = calls.size() == 1 ? "the call failed while it was profiled: " + call_error
+                                        : "call " + std::to_string(failed + 1) + " of the " +
+                                              std::to_string(calls.size()) + " profiled together failed: " + call_error;
+      return {};
     }
-    if (first.passes == 1 && calls.size() == 1 && call_limit_ms > 0 && call_ms > call_limit_ms && !all) {
-      first.status = kProfileSkipped;
-      first.message = "one call took " + std::to_string(static_cast<int>(call_ms)) +
+    if (head->passes == 1 && calls.size() == 1 && call_limit_ms > 0 && call_ms > call_limit_ms && !all) {
+      head->status = kProfileSkipped;
+      head->message = "one call took " + std::to_string(static_cast<int>(call_ms)) +
                       " ms, and the counters need several more calls: not read";
-      return;
+      return {};
     }
   }
-  first.passes_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  head->passes_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::vector<std::vector<double>> values = session.values(calls.size());
   const std::vector<std::string>& taken = session.taken();
+  std::vector<std::map<std::string, double>> out(calls.size());
   for (size_t c = 0; c < calls.size(); ++c) {
     for (size_t i = 0; i < taken.size(); ++i) {
-      if (std::isfinite(values[c][i])) (*out)[c].values[taken[i]] = values[c][i];
+      if (std::isfinite(values[c][i])) out[c][taken[i]] = values[c][i];
     }
-    (*out)[c].status = kProfileMeasured;
   }
+  head->status = kProfileMeasured;
+  return out;
 }
 
 // Arms the session of `p` for `ranges` calls a pass where it has metrics to
@@ -152,39 +154,34 @@ std::vector<CounterProfile> profile_each(const std::vector<std::string>& metrics
   CounterProfile head = p->session ? CounterProfile{} : p->failed;
   head.unavailable = p->unavailable;
   head.prepared_seconds = before;
-  std::vector<CounterProfile> out;
+  std::vector<std::map<std::string, double>> values;  // each call's, once measured
   if (p->session && p->session->taken().empty()) {
     head.status = kProfileUnsupported;
     head.message = "this GPU's profiler knows none of the metrics asked for";
   } else if (p->session) {
     // The setup made here, in the GPU's turn: all of it unless prepare_counters made the host's part before.
     head.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    out.assign(calls.size(), head);
     try {
-      collect(*p->session, calls, call_limit_ms, &out);
+      values = collect(*p->session, calls, call_limit_ms, &head);
     } catch (const CuptiFailure& f) {
       CounterProfile failed = failure(f);
       failed.unavailable = head.unavailable;
-      failed.passes = out.front().passes;
+      failed.passes = head.passes;
       failed.setup_seconds = head.setup_seconds;
       failed.prepared_seconds = head.prepared_seconds;
-      out.front() = failed;
+      head = failed;
+      values.clear();
     }
-    head = out.front();
     if (keeping && head.status == kProfileMeasured) kept = p.release();
   }
-  // What the first profile says of the passes, their seconds and a failure is
-  // every call's; the seconds shared out among them.
+  // What the passes say is every call's, their seconds shared out among them.
   const double n = static_cast<double>(calls.size());
-  out.resize(calls.size(), head);
-  for (CounterProfile& each : out) {
-    if (head.status != kProfileMeasured) each = head;
-    each.passes = head.passes;
-    each.ranges = static_cast<int>(calls.size());
-    each.setup_seconds = head.setup_seconds / n;
-    each.passes_seconds = head.passes_seconds / n;
-    each.prepared_seconds = head.prepared_seconds / n;
-  }
+  head.ranges = static_cast<int>(calls.size());
+  head.setup_seconds /= n;
+  head.passes_seconds /= n;
+  head.prepared_seconds /= n;
+  std::vector<CounterProfile> out(calls.size(), head);
+  for (size_t c = 0; c < values.size(); ++c) out[c].values = std::move(values[c]);
   return out;
 }
 
