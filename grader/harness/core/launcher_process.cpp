@@ -344,7 +344,8 @@ Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records, do
     return call;
   }
   const uint64_t seq = ++seq_;
-  json req = call_request("call", args);
+  json req = call_args(args);
+  req["op"] = "call";
   req["seq"] = seq;
   req["records"] = take_records;
   try {
@@ -385,9 +386,9 @@ Invocation LauncherProcess::invoke(const LaunchArgs& args, bool take_records, do
 
 namespace tilelab {
 
-json LauncherProcess::call_request(const char* op, const LaunchArgs& args) const {
-  json req = {{"op", op},    {"m", where(args.M)}, {"n", where(args.N)}, {"p", where(args.P)},
-              {"j", args.j}, {"k", args.k},        {"l", args.l}};
+json LauncherProcess::call_args(const LaunchArgs& args) const {
+  json req = {{"m", where(args.M)}, {"n", where(args.N)}, {"p", where(args.P)},
+              {"j", args.j},        {"k", args.k},        {"l", args.l}};
   if (args.prop != nullptr) {
     const cudaDeviceProp& p = *args.prop;
     req["props"] = {{"sharedMemPerBlock", p.sharedMemPerBlock},
@@ -423,7 +424,8 @@ json unread_profile(const std::string& why) {
 
 json LauncherProcess::profile(const LaunchArgs& args, const std::vector<std::string>& metrics, double call_limit_ms) {
   if (ended_ != ExitCode::kOk) return unread_profile("the launcher's process had ended");
-  json req = call_request("profile", args);
+  json req = call_args(args);
+  req["op"] = "profile";
   req["metrics"] = metrics;
   req["call_limit_ms"] = call_limit_ms;
   try {
@@ -440,8 +442,7 @@ std::vector<json> LauncherProcess::profile_parts(const std::vector<PartCall>& ca
     return std::vector<json>(calls.size(), unread_profile("the launcher's process had ended"));
   json req = {{"op", "profile_parts"}, {"metrics", metrics}, {"calls", json::array()}};
   for (const PartCall& c : calls) {
-    json call = call_request("profile", c.args);
-    call.erase("op");
+    json call = call_args(c.args);
     call["part"] = c.part;
     req["calls"].push_back(std::move(call));
   }

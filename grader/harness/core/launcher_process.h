@@ -118,8 +118,8 @@ class LauncherProcess : public Launcher {
   // The next reply; throws ProtocolError, also when the watch sees the
   // process end first (a descendant may hold the pipe open).
   nlohmann::json receive();
-  nlohmann::json where(const void* pointer) const;                            // [id, offset] of a shared allocation
-  nlohmann::json call_request(const char* op, const LaunchArgs& args) const;  // the call's buffers, sizes and props
+  nlohmann::json where(const void* pointer) const;         // [id, offset] of a shared allocation
+  nlohmann::json call_args(const LaunchArgs& args) const;  // a request's buffers, sizes and props of a call
   enum class Wait { kDone, kEnded, kOverLimit };
   Wait wait_done(uint64_t seq, double limit_ms);  // limit_ms 0: as long as the process runs
   void note_end(const std::string& why);          // reaps the process, keeps how it ended
